@@ -1,0 +1,29 @@
+"""Model-agnostic multibody engine: natural coordinates, constraints, forces, ALI3-P integrator.
+
+Nothing here imports ROS, the vehicle or the estimators.
+"""
+from .constraints import (
+    AngleDef,
+    BodyPoint,
+    BodyVector,
+    Coincident,
+    Constant,
+    Distance,
+    DistanceDef,
+    Dot,
+    Driver,
+    Function,
+    Input,
+    PointDiff,
+    Prismatic,
+    Revolute,
+    Signal,
+    Spherical,
+)
+from .errors import ModelError, SolverError
+from .forces import BodyTorque, CoordinateForce, PointForce, SpringDamper, generalized_forces
+from .integrators import ALI3P, SOLVERS, DenseLU, StepResult, initial_accelerations, make_solver, mechanical_energy
+from .kinematics import constraint_violation, solve_acceleration, solve_position, solve_velocity, velocity_transform
+from .model import Model, ModelBuilder
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,240 @@
+"""Index-3 augmented Lagrangian with velocity and acceleration projections (ALI3-P).
+
+Sanjurjo 2016 §3.3.2 (eqs. 3.41-3.51), Rodriguez 2020 §3.2 (eqs. 3.33-3.55):
+
+    M qdd + Phi_q^T alpha Phi + Phi_q^T lambda* = Q,    lambda*_{i+1} = lambda*_i + alpha Phi_{i+1}
+
+integrated with the trapezoidal rule
+
+    qd_{k+1}  = 2/dt q_{k+1} + qd_hat,   qd_hat  = -(2/dt q_k + qd_k)
+    qdd_{k+1} = 4/dt^2 q_{k+1} + qdd_hat, qdd_hat = -(4/dt^2 q_k + 4/dt qd_k + qdd_k)
+
+and Newton-Raphson on the residual scaled by dt^2/4
+
+    f(q) = dt^2/4 (M qdd + Phi_q^T (alpha Phi + lambda*) - Q)
+    A    = M + dt/2 C + dt^2/4 (Phi_q^T alpha Phi_q + K)        (approximate tangent)
+
+After convergence the velocities and accelerations are projected onto the
+constraint manifold with the same (already factorised) matrix A and
+W = M + dt/2 C + dt^2/4 K:
+
+    A qd  = W qd*  - dt^2/4 Phi_q^T alpha Phi_t
+    A qdd = W qdd* - dt^2/4 Phi_q^T alpha gamma
+
+Like scipy's ``OdeSolver``, ``step()`` returns a :class:`StepResult` and does not
+raise when a step fails; the state is left at the last good step.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import scipy.linalg
+import scipy.linalg.lapack
+
+from .forces import generalized_forces
+from .kinematics import solve_position, solve_velocity
+
+
+@dataclass
+class StepResult:
+    success: bool
+    iterations: int
+    message: str
+    position_violation: float  # max |Phi| after the step
+    velocity_violation: float  # max |Phi_q qd + Phi_t| after the step
+
+
+class DenseLU:
+    """Reference linear-solver backend: LAPACK LU (getrf/getrs), factor once, solve several right-hand sides.
+
+    ``factor`` may overwrite A.  A singular matrix gives a handle whose solves are non-finite,
+    which the integrator reports as a failed step.
+    """
+
+    name = "numpy"
+    _getrf, _getrs = scipy.linalg.lapack.dgetrf, scipy.linalg.lapack.dgetrs
+
+    def factor(self, A: np.ndarray):
+        lu, piv, info = self._getrf(A, overwrite_a=True)
+        return lu, piv, info
+
+    def solve(self, handle, b: np.ndarray) -> np.ndarray:
+        lu, piv, info = handle
+        if info > 0:
+            return np.full_like(b, np.nan)
+        return self._getrs(lu, piv, b)[0]
+
+
+class ALI3P:
+    """ALI3-P integrator (trapezoidal rule, Newton-Raphson, projections) with a fixed step.
+
+    Parameters
+    ----------
+    model : Model
+    q, qd : (n,) initial coordinates and velocities. With ``independent`` given they
+        are first made consistent (position and velocity problems keep those entries).
+    t : initial time (s).  dt : step (s).
+    alpha : penalty factor, scalar or (m,) (Sanjurjo 2016 App. A: 1e7-1e9).
+    tol : Newton-Raphson tolerance on ||dq||_2 (MBDE: 1e-10).
+    max_iter : iteration cap per step.
+    accept_unconverged : for real time: take the iterate reached at the cap as the step
+        (success is still True, the message says so).
+    linear_solver : object with ``factor(A)`` and ``solve(handle, b)`` (see :mod:`state_observer.accel`).
+
+    Attributes: t, q, qd, qdd, lam (multipliers), n_steps, n_iterations (total),
+    last (the last :class:`StepResult`).
+    """
+
+    def __init__(
+        self,
+        model,
+        q,
+        qd=None,
+        t: float = 0.0,
+        dt: float = 5e-3,
+        alpha: float | Sequence[float] = 1e9,
+        tol: float = 1e-10,
+        max_iter: int = 25,
+        independent: Sequence | None = None,
+        accept_unconverged: bool = False,
+        linear_solver=None,
+    ):
+        if not dt > 0.0:
+            raise ValueError(f"dt must be positive, got {dt}")
+        if not tol > 0.0 or max_iter < 1:
+            raise ValueError("tol must be positive and max_iter at least 1")
+        n, m = model.n, model.m
+        q = np.array(q, dtype=float)
+        qd = np.zeros(n) if qd is None else np.array(qd, dtype=float)
+        if q.shape != (n,) or qd.shape != (n,) or not (np.all(np.isfinite(q)) and np.all(np.isfinite(qd))):
+            raise ValueError(f"q and qd must be finite arrays of shape ({n},)")
+        alpha = np.broadcast_to(np.asarray(alpha, dtype=float), (m,)).copy()
+        if np.any(alpha <= 0.0):
+            raise ValueError("alpha must be positive")
+        self.model, self.dt, self.alpha, self.tol, self.max_iter = model, float(dt), alpha, float(tol), int(max_iter)
+        self.accept_unconverged = accept_unconverged
+        self.linear_solver = linear_solver or DenseLU()
+        if independent is not None:
+            q = solve_position(model, q, independent, t)
+            qd = solve_velocity(model, q, independent, qd[model.indices(independent) if isinstance(independent[0], str) else np.asarray(independent)], t)
+        self.t, self.q, self.qd = float(t), q, qd
+        # workspace, allocated once
+        self.Q = np.zeros(n)
+        self.K = np.zeros((n, n))
+        self.C = np.zeros((n, n))
+        self.qdd, self.lam = initial_accelerations(model, q, qd, t, self.Q, self.K, self.C)
+        self._state_forces = any(getattr(f, "state_dependent", True) for f in model.forces)
+        self._stiff = any(getattr(f, "stiff", True) for f in model.forces)
+        self._alpha = alpha
+        self._h_alpha = 0.25 * self.dt**2 * alpha
+        self.n_steps = 0
+        self.n_iterations = 0
+        self.last: StepResult | None = None
+
+    def step(self) -> StepResult:
+        """Advance one step of dt; see the module docstring for the equations."""
+        model, dt = self.model, self.dt
+        cs, M = model.constraints, model.mass
+        Q, K, C = self.Q, self.K, self.C
+        t1 = self.t + dt
+        c1, c2 = 2.0 / dt, 4.0 / dt**2
+        h = dt * dt / 4.0
+        qd_hat = -(c1 * self.q + self.qd)
+        qdd_hat = -(c2 * self.q + (4.0 / dt) * self.qd + self.qdd)
+        q = self.q + dt * self.qd + 0.5 * dt * dt * self.qdd
+        lam = self.lam.copy()
+        alpha, ha = self._alpha, self._h_alpha
+        solver = self.linear_solver
+        state_forces = self._state_forces
+        W = M  # M + dt/2 C + dt^2/4 K, only rebuilt when a force element has stiffness or damping
+        if not state_forces:
+            generalized_forces(model, q, self.qd, t1, Q, K, C)
+        # h (M qdd - Q) = M q + h (M qdd_hat - Q) since h c2 = 1
+        f_const = M @ (h * qdd_hat) - h * Q
+        converged = False
+        it = 0
+        norm_dq = math.inf
+        while it < self.max_iter:
+            it += 1
+            cs.evaluate(q, t1)
+            phi, J = cs.phi, cs.jac
+            if it > 1:  # lambda*_{i+1} = lambda*_i + alpha Phi(q_{i+1}) (eq. 3.43), not with the predictor's Phi
+                lam += alpha * phi
+            if state_forces:
+                generalized_forces(model, q, c1 * q + qd_hat, t1, Q, K, C)
+                f_const = M @ (h * qdd_hat) - h * Q
+                if self._stiff:
+                    W = M + (0.5 * dt) * C + h * K
+            mu_h = ha * phi + h * lam  # dt^2/4 (alpha Phi + lambda*)
+            f = M @ q + f_const + J.T @ mu_h
+            A = W + (J.T * ha) @ J
+            lu = solver.factor(A)
+            dq = solver.solve(lu, f)
+            q = q - dq
+            norm_dq = math.sqrt(dq @ dq)
+            if norm_dq <= self.tol:
+                converged = True
+                break
+            if not math.isfinite(norm_dq):
+                break
+        if not converged and not (self.accept_unconverged and math.isfinite(norm_dq)):
+            why = "non-finite iterate (singular tangent matrix?)" if not math.isfinite(norm_dq) else f"|dq| = {norm_dq:.3g} > tol {self.tol:.3g}"
+            self.last = StepResult(False, it, f"Newton-Raphson failed at t = {t1:.6g} s after {it} iterations: {why}", math.nan, math.nan)
+            return self.last
+        # projections with the factorised tangent (eqs. 3.50-3.51)
+        JT = J.T
+        qd = solver.solve(lu, W @ (c1 * q + qd_hat) - JT @ (ha * cs.phi_t))
+        qdd = solver.solve(lu, W @ (c2 * q + qdd_hat) - JT @ (ha * cs.gamma(q, qd)))
+        if not math.isfinite(qd @ qd + qdd @ qdd):
+            self.last = StepResult(False, it, f"projection produced non-finite values at t = {t1:.6g} s", math.nan, math.nan)
+            return self.last
+        self.t, self.q, self.qd, self.qdd, self.lam = t1, q, qd, qdd, lam
+        self.n_steps += 1
+        self.n_iterations += it
+        pos = float(np.abs(cs.phi).max(initial=0.0))  # at the last evaluated iterate
+        vel = float(np.abs(J @ qd + cs.phi_t).max(initial=0.0))
+        msg = "converged" if converged else f"iteration limit {self.max_iter} reached (|dq| = {norm_dq:.3g})"
+        self.last = StepResult(True, it, msg, pos, vel)
+        return self.last
+
+
+def initial_accelerations(model, q, qd, t, Q=None, K=None, C=None) -> tuple[np.ndarray, np.ndarray]:
+    """qdd and multipliers lambda from the KKT system [[M, Phi_q^T], [Phi_q, 0]] [qdd; lambda] = [Q; -gamma]."""
+    n, m = model.n, model.m
+    Q = np.zeros(n) if Q is None else Q
+    K = np.zeros((n, n)) if K is None else K
+    C = np.zeros((n, n)) if C is None else C
+    cs = model.constraints
+    cs.evaluate(q, t)
+    generalized_forces(model, q, qd, t, Q, K, C)
+    J = cs.jac
+    kkt = np.block([[model.mass, J.T], [J, np.zeros((m, m))]])
+    rhs = np.concatenate([Q, -cs.gamma(q, qd)])
+    sol = scipy.linalg.lstsq(kkt, rhs, lapack_driver="gelsd", check_finite=False)[0]
+    return sol[:n], sol[n:]
+
+
+def mechanical_energy(model, q: np.ndarray, qd: np.ndarray) -> float:
+    """Kinetic energy 1/2 qd^T M qd plus potential energy of gravity and springs (J)."""
+    energy = 0.5 * qd @ model.mass @ qd
+    for f in model.forces:
+        potential = getattr(f, "potential", None)
+        if potential is None:
+            raise ValueError(f"force element {type(f).__name__} has no potential energy")
+        energy += potential(q)
+    return float(energy)
+
+
+SOLVERS: dict[str, Callable] = {"ali3p": ALI3P}
+
+
+def make_solver(name: str, model, q, qd=None, **options):
+    """Create an integrator by name (like ``scipy.integrate.solve_ivp(method=...)``)."""
+    try:
+        cls = SOLVERS[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown integrator '{name}', choose one of {sorted(SOLVERS)}") from None
+    return cls(model, q, qd, **options)
