@@ -138,10 +138,10 @@ class QuadraticSet:
         self.pattern = (flat // max(n, 1), flat % max(n, 1))
 
     def evaluate(self, x: np.ndarray) -> None:
-        """x = [q; 1] of length n + 1."""
+        """Values (m,) and dense Jacobian (m, n) at x = [q; 1] of length n + 1, stored in ``value`` and ``jac``."""
         w = self.tv * x[self.tk]
-        self.value[:] = 0.5 * np.bincount(self.ti, w * x[self.tj], minlength=self.m)
-        self.jac.ravel()[:] = np.bincount(self._jac_flat, w[self._jac_sel], minlength=self.m * self.n)
+        self.value = 0.5 * np.bincount(self.ti, w * x[self.tj], minlength=self.m)
+        self.jac = np.bincount(self._jac_flat, w[self._jac_sel], minlength=self.m * self.n).reshape(self.m, self.n)
 
     def curvature(self, qd: np.ndarray) -> np.ndarray:
         return np.bincount(self._curv_i, self._curv_v * qd[self._curv_j] * qd[self._curv_k], minlength=self.m)
