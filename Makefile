@@ -1,0 +1,31 @@
+# make test | make bench | make demo | make clean  (see README.md)
+SHELL := /bin/bash
+# Every target runs in the built environment: .venv + install/ (scripts/env.sh).
+ENV := source scripts/env.sh &&
+
+.PHONY: all bootstrap test bench demo clean distclean
+
+all: test
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+# Runs against the installed package (install/...), not the source tree: pytest starts
+# in test/, so `python -m pytest` puts test/ (not the repo root) on sys.path. ROS tests
+# must run here: a missing rclpy or state_observer.msg is an error (test/conftest.py).
+test: bootstrap
+	@$(ENV) cd test && STATE_OBSERVER_REQUIRE_ROS=1 python -m pytest -q
+
+bench: bootstrap
+	@mkdir -p results
+	@$(ENV) state-observer bench --json results/bench.json
+
+# For now the demo is the benchmark.
+demo: bench
+
+clean:
+	rm -rf build install log results .pytest_cache test/.pytest_cache
+	find state_observer test -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf .venv

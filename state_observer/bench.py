@@ -1,0 +1,106 @@
+"""``state-observer bench``: real-time factors and step latencies, measured side by side in one run.
+
+Every figure goes into one flat JSON object of named numbers (``--json PATH``); figures already
+in that file from other benchmarks are kept and the ones measured here are replaced.
+Real-time factor (rtf) = simulated seconds per wall-clock second, model only, one core.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+
+def _time_steps(make_solver: Callable, sim_seconds: float, repeats: int) -> dict:
+    """Run a fresh solver ``repeats`` times; median rtf, per-step p99 latency and iterations."""
+    rtfs, step_us, iterations = [], [], []
+    for _ in range(repeats):
+        solver = make_solver()
+        steps = round(sim_seconds / solver.dt)
+        clock = time.perf_counter
+        start = clock()
+        for _ in range(steps):
+            t0 = clock()
+            result = solver.step()
+            step_us.append((clock() - t0) * 1e6)
+            if not result.success:
+                raise RuntimeError(result.message)
+        rtfs.append(sim_seconds / (clock() - start))
+        iterations.append(solver.n_iterations / solver.n_steps)
+    step_us.sort()
+    return {
+        "rtf": statistics.median(rtfs),
+        "step_p99_us": step_us[int(0.99 * (len(step_us) - 1))],
+        "iterations_per_step": statistics.mean(iterations),
+    }
+
+
+def linkage_benchmarks(sim_seconds: float, repeats: int) -> dict:
+    """ALI3-P on the four-bar and five-bar (Sanjurjo 2016 ch. 4), 10 s of free fall at dt = 5 ms."""
+    from state_observer.mbs import ALI3P
+    from state_observer.mbs.linkages import five_bar, four_bar
+
+    out = {}
+    for key, make in (("fourbar", four_bar), ("fivebar", five_bar)):
+        link = make()
+        figures = _time_steps(lambda: ALI3P(link.model, link.q0, dt=5e-3), sim_seconds, repeats)
+        out[f"{key}_ali3p_rtf_5ms"] = round(figures["rtf"], 1)
+        out[f"{key}_ali3p_step_p99_us"] = round(figures["step_p99_us"], 1)
+        out[f"{key}_ali3p_iterations_per_step"] = round(figures["iterations_per_step"], 3)
+    return out
+
+
+BENCHMARKS: dict[str, Callable[[float, int], dict]] = {"linkages": linkage_benchmarks}
+
+
+def run(quick: bool = False) -> dict:
+    sim_seconds, repeats = (1.0, 1) if quick else (10.0, 5)
+    figures = {}
+    for name, bench in BENCHMARKS.items():
+        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        figures.update(bench(sim_seconds, repeats))
+    return figures
+
+
+def print_table(figures: dict) -> None:
+    width = max(len(k) for k in figures)
+    print(f"{'figure':<{width}}  value")
+    for key, value in figures.items():
+        print(f"{key:<{width}}  {value}")
+
+
+def write_json(path: Path, figures: dict) -> None:
+    """Merge ``figures`` into the flat JSON object at ``path`` (written atomically)."""
+    merged = {}
+    if path.exists():
+        try:
+            merged = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"state-observer bench: {path}: not valid JSON ({exc}); move it away and rerun") from None
+        if not isinstance(merged, dict):
+            raise SystemExit(f"state-observer bench: {path}: expected one JSON object of named numbers")
+    merged.update(figures)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="state-observer bench", description=__doc__)
+    parser.add_argument("--json", metavar="PATH", help="merge the figures into this JSON file")
+    parser.add_argument("--quick", action="store_true", help="1 s simulations, one repeat (smoke test)")
+    args = parser.parse_args(argv)
+    figures = run(quick=args.quick)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print_table(figures)
+    if args.json:
+        write_json(Path(args.json), figures)
+        print(f"bench: figures written to {args.json}", file=sys.stderr)
+    return 0
