@@ -245,9 +245,10 @@ class ConstraintSet:
         self.na = len(angles)
         self.m = self.nq + self.na
         # one quadratic set: the constraint rows, then (v.x, v.y) of every angle definition
-        self.quad = QuadraticSet(rows + [r for a in angles for r in a[1:]], n)
+        self.quad = QuadraticSet(rows + [r for a in angles for r in a[1:]], n, pair_from=len(rows))
         self.angle_theta = np.array([a[0] for a in angles], dtype=np.intp)
-        self._angle_rows = self.nq + np.arange(self.na)
+        self._angle_flat = (self.nq + np.arange(self.na)) * n + self.angle_theta  # (row, theta) in jac
+        self._rot = np.ones(self.na, dtype=np.complex128)  # exp(-i theta) at the last evaluation
         self.names = [r.name for r in rows] + [a[1].name.replace(" x-part", "") for a in angles]
         self.drivers = drivers  # list of (row index, signal)
         self.driver_rows = np.array([d[0] for d in drivers], dtype=np.intp)
@@ -275,27 +276,27 @@ class ConstraintSet:
             self.phi_t[row] = -df
             self._ddf[k] = ddf
         if self.na:
-            sa, sb = quad.value[nq::2], quad.value[nq + 1 :: 2]
-            th = q[self.angle_theta]
-            c, s = np.cos(th), np.sin(th)
-            self.phi[nq:] = sb * c - sa * s
-            self.jac[nq:] = c[:, None] * quad.jac[nq + 1 :: 2] - s[:, None] * quad.jac[nq::2]
-            self.jac[self._angle_rows, self.angle_theta] -= sb * s + sa * c
+            # with s = v.x + i v.y:  Phi = Im(exp(-i th) s),  dPhi/dth = -Re(exp(-i th) s)
+            rot = self._rot = np.exp(-1j * q[self.angle_theta])
+            w = rot * quad.value_pairs
+            self.phi[nq:] = w.imag
+            self.jac[nq:] = (rot[:, None] * quad.jac_pairs).imag
+            self.jac.ravel()[self._angle_flat] = -w.real
 
     def gamma(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
         """dPhi_q/dt qd + dPhi_t/dt at the last evaluated (q, t) (m,)."""
         curv = self.quad.curvature(qd)
-        out = curv[: self.m].copy()
+        out = curv[: self.m].copy() if self.na else curv
         if len(self.drivers):
             out[self.driver_rows] -= self._ddf
         if self.na:
-            nq, quad = self.nq, self.quad
-            sa, sb = quad.value[nq::2], quad.value[nq + 1 :: 2]
-            ds = quad.jac[nq:] @ qd
-            dsa, dsb = ds[0::2], ds[1::2]
-            th, thd = q[self.angle_theta], qd[self.angle_theta]
-            c, s = np.cos(th), np.sin(th)
-            out[nq:] = curv[nq + 1 :: 2] * c - curv[nq::2] * s - 2.0 * thd * (dsb * s + dsa * c) - thd**2 * (sb * c - sa * s)
+            # Phi = Im(r s), r = exp(-i th):  Phi'' - Phi_q qdd = Im(r (s_qq[qd, qd] - thd^2 s)) - 2 thd Re(r s')
+            quad = self.quad
+            thd = qd[self.angle_theta]
+            curv_pairs = curv[self.nq :].view(np.complex128)
+            s_dot = quad.jac_pairs @ qd
+            rot = self._rot
+            out[self.nq :] = (rot * (curv_pairs - thd**2 * quad.value_pairs)).imag - 2.0 * thd * (rot * s_dot).real
         return out
 
 

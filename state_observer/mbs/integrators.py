@@ -43,8 +43,8 @@ class StepResult:
     success: bool
     iterations: int
     message: str
-    position_violation: float  # max |Phi| after the step
-    velocity_violation: float  # max |Phi_q qd + Phi_t| after the step
+    position_violation: float  # max |Phi| after the step (linearised from the last iterate, error O(|dq|^2))
+    velocity_violation: float  # max |Phi_q qd + Phi_t| after the step, with the last iterate's Phi_q
 
 
 class DenseLU:
@@ -78,7 +78,8 @@ class ALI3P:
         are first made consistent (position and velocity problems keep those entries).
     t : initial time (s).  dt : step (s).
     alpha : penalty factor, scalar or (m,) (Sanjurjo 2016 App. A: 1e7-1e9).
-    tol : Newton-Raphson tolerance on ||dq||_2 (MBDE: 1e-10).
+    tol : Newton-Raphson tolerance on the error left in q (2-norm, MBDE: 1e-10): |dq| of the last
+        iteration, or theta/(1 - theta) |dq| once the contraction rate theta is seen to be below 1/2.
     max_iter : iteration cap per step.
     accept_unconverged : for real time: take the iterate reached at the cap as the step
         (success is still True, the message says so).
@@ -128,8 +129,8 @@ class ALI3P:
         self.qdd, self.lam = initial_accelerations(model, q, qd, t, self.Q, self.K, self.C)
         self._state_forces = any(getattr(f, "state_dependent", True) for f in model.forces)
         self._stiff = any(getattr(f, "stiff", True) for f in model.forces)
-        self._alpha = alpha
         self._h_alpha = 0.25 * self.dt**2 * alpha
+        self._rheonomic = bool(model.constraints.drivers)
         self.n_steps = 0
         self.n_iterations = 0
         self.last: StepResult | None = None
@@ -145,8 +146,8 @@ class ALI3P:
         qd_hat = -(c1 * self.q + self.qd)
         qdd_hat = -(c2 * self.q + (4.0 / dt) * self.qd + self.qdd)
         q = self.q + dt * self.qd + 0.5 * dt * dt * self.qdd
-        lam = self.lam.copy()
-        alpha, ha = self._alpha, self._h_alpha
+        h_lam = h * self.lam  # multipliers scaled by dt^2/4, as they enter the residual
+        ha = self._h_alpha
         solver = self.linear_solver
         state_forces = self._state_forces
         W = M  # M + dt/2 C + dt^2/4 K, only rebuilt when a force element has stiffness or damping
@@ -160,22 +161,25 @@ class ALI3P:
         while it < self.max_iter:
             it += 1
             cs.evaluate(q, t1)
-            phi, J = cs.phi, cs.jac
+            J = cs.jac
+            h_alpha_phi = ha * cs.phi
             if it > 1:  # lambda*_{i+1} = lambda*_i + alpha Phi(q_{i+1}) (eq. 3.43), not with the predictor's Phi
-                lam += alpha * phi
+                h_lam += h_alpha_phi
             if state_forces:
                 generalized_forces(model, q, c1 * q + qd_hat, t1, Q, K, C)
                 f_const = M @ (h * qdd_hat) - h * Q
                 if self._stiff:
                     W = M + (0.5 * dt) * C + h * K
-            mu_h = ha * phi + h * lam  # dt^2/4 (alpha Phi + lambda*)
-            f = M @ q + f_const + J.T @ mu_h
-            A = W + (J.T * ha) @ J
-            lu = solver.factor(A)
+            f = M @ q + f_const + J.T @ (h_alpha_phi + h_lam)
+            lu = solver.factor(W + (J.T * ha) @ J)
             dq = solver.solve(lu, f)
             q = q - dq
-            norm_dq = math.sqrt(dq @ dq)
-            if norm_dq <= self.tol:
+            previous, norm_dq = norm_dq, math.sqrt(dq @ dq)
+            # error left after this iterate, from the observed contraction rate (Hairer & Wanner
+            # IV.8): theta/(1 - theta) |dq| with theta = |dq_i| / |dq_i-1|; plain |dq| at first
+            rate = norm_dq / previous if it > 1 else 1.0
+            left = norm_dq * rate / (1.0 - rate) if rate < 0.5 else norm_dq
+            if left <= self.tol:
                 converged = True
                 break
             if not math.isfinite(norm_dq):
@@ -184,18 +188,23 @@ class ALI3P:
             why = "non-finite iterate (singular tangent matrix?)" if not math.isfinite(norm_dq) else f"|dq| = {norm_dq:.3g} > tol {self.tol:.3g}"
             self.last = StepResult(False, it, f"Newton-Raphson failed at t = {t1:.6g} s after {it} iterations: {why}", math.nan, math.nan)
             return self.last
-        # projections with the factorised tangent (eqs. 3.50-3.51)
+        # projections with the factorised tangent (eqs. 3.50-3.51). They must use the Phi_q that is
+        # inside the factorised A: mixing in Phi_q of the final iterate leaks dt^2/4 alpha dPhi_q terms,
+        # O(1e7) times larger than the step, into the free directions.
         JT = J.T
-        qd = solver.solve(lu, W @ (c1 * q + qd_hat) - JT @ (ha * cs.phi_t))
+        rhs = W @ (c1 * q + qd_hat)
+        if self._rheonomic:
+            rhs -= JT @ (ha * cs.phi_t)
+        qd = solver.solve(lu, rhs)
         qdd = solver.solve(lu, W @ (c2 * q + qdd_hat) - JT @ (ha * cs.gamma(q, qd)))
         if not math.isfinite(qd @ qd + qdd @ qdd):
             self.last = StepResult(False, it, f"projection produced non-finite values at t = {t1:.6g} s", math.nan, math.nan)
             return self.last
-        self.t, self.q, self.qd, self.qdd, self.lam = t1, q, qd, qdd, lam
+        self.t, self.q, self.qd, self.qdd, self.lam = t1, q, qd, qdd, h_lam / h
         self.n_steps += 1
         self.n_iterations += it
-        pos = float(np.abs(cs.phi).max(initial=0.0))  # at the last evaluated iterate
-        vel = float(np.abs(J @ qd + cs.phi_t).max(initial=0.0))
+        pos = float(abs(cs.phi - J @ dq).max(initial=0.0))  # Phi(q) is quadratic: exact to O(|dq|^2)
+        vel = float(abs(J @ qd + cs.phi_t).max(initial=0.0))
         msg = "converged" if converged else f"iteration limit {self.max_iter} reached (|dq| = {norm_dq:.3g})"
         self.last = StepResult(True, it, msg, pos, vel)
         return self.last

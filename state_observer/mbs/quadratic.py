@@ -105,9 +105,13 @@ class QuadraticSet:
 
     ``evaluate(x)`` fills ``value`` (m,) and the dense Jacobian ``jac`` (m, n);
     ``curvature(qd)`` returns qd^T H_i qd (m,), the acceleration term of each row.
+
+    Rows from ``pair_from`` on come in pairs (a, b) that are also read as complex numbers
+    a + i b: ``value_pairs`` (p,) and ``jac_pairs`` (p, n) are complex views (no copies), and
+    ``jac`` holds only the rows before ``pair_from``.
     """
 
-    def __init__(self, rows: list[QuadRow], n: int):
+    def __init__(self, rows: list[QuadRow], n: int, pair_from: int | None = None):
         self.n = n
         self.m = len(rows)
         self.names = [r.name for r in rows]
@@ -125,6 +129,14 @@ class QuadraticSet:
         jac = self.tj < n
         self._jac_sel = np.flatnonzero(jac)
         self._jac_flat = self.ti[jac] * n + self.tj[jac]
+        self.pair_from = self.m if pair_from is None else pair_from
+        if (self.m - self.pair_from) % 2:
+            raise ValueError("paired rows must come in pairs")
+        self.npairs = (self.m - self.pair_from) // 2
+        paired = self.ti[jac] >= self.pair_from
+        k, part = divmod(self.ti[jac][paired] - self.pair_from, 2)
+        # paired rows laid out as (pair, column, a|b) so that they read as complex numbers
+        self._jac_flat[paired] = self.pair_from * n + (k * n + self.tj[jac][paired]) * 2 + part
         curv = jac & (self.tk < n)
         self._curv_sel = np.flatnonzero(curv)
         self._curv_i = self.ti[curv]
@@ -141,7 +153,12 @@ class QuadraticSet:
         """Values (m,) and dense Jacobian (m, n) at x = [q; 1] of length n + 1, stored in ``value`` and ``jac``."""
         w = self.tv * x[self.tk]
         self.value = 0.5 * np.bincount(self.ti, w * x[self.tj], minlength=self.m)
-        self.jac = np.bincount(self._jac_flat, w[self._jac_sel], minlength=self.m * self.n).reshape(self.m, self.n)
+        flat = np.bincount(self._jac_flat, w[self._jac_sel], minlength=self.m * self.n)
+        split = self.pair_from * self.n
+        self.jac = flat[:split].reshape(self.pair_from, self.n)
+        if self.npairs:
+            self.value_pairs = self.value[self.pair_from :].view(np.complex128)
+            self.jac_pairs = flat[split:].view(np.complex128).reshape(self.npairs, self.n)
 
     def curvature(self, qd: np.ndarray) -> np.ndarray:
         return np.bincount(self._curv_i, self._curv_v * qd[self._curv_j] * qd[self._curv_k], minlength=self.m)
