@@ -1,0 +1,1 @@
+"""Measurement models with analytic Jacobians, sample records and geodesy. No ROS imports."""

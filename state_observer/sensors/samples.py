@@ -1,0 +1,62 @@
+"""Sensor sample records shared by the simulator, the estimators and the I/O layer.
+
+Immutable NamedTuples; time is integer nanoseconds. ``stamp_ns`` is when the quantity was
+measured (it goes into header.stamp); ``receive_ns`` is when it reached the computer (bag log
+time, stamp plus latency). Frames follow REP-103/105/145: vectors of IMU samples are in the
+sensor frame ``frame_id``; GNSS positions are WGS84, velocities ENU.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+WHEELS = ("fl", "fr", "rl", "rr")  # order of every per-wheel array
+WHEEL_JOINTS = tuple(f"wheel_{w}_joint" for w in WHEELS)
+STEERING_JOINT = "steering_wheel_joint"
+
+
+class ImuSample(NamedTuple):
+    stamp_ns: int
+    receive_ns: int
+    frame_id: str
+    angular_velocity_rad_s: np.ndarray  # (3,) sensor frame
+    linear_acceleration_m_s2: np.ndarray  # (3,) specific force incl. gravity reaction, sensor frame
+    angular_velocity_sigma: float  # 1-sigma per axis (rad/s)
+    linear_acceleration_sigma: float  # 1-sigma per axis (m/s^2)
+
+
+class GnssFix(NamedTuple):
+    stamp_ns: int
+    receive_ns: int
+    frame_id: str
+    latitude_deg: float
+    longitude_deg: float
+    altitude_m: float  # ellipsoidal height (m)
+    status: int  # sensor_msgs/NavSatStatus: -1 no fix, 0 fix, 1 SBAS, 2 GBAS
+    position_covariance_enu_m2: np.ndarray  # (3, 3) ENU
+
+
+class GnssVelocity(NamedTuple):
+    stamp_ns: int
+    receive_ns: int
+    frame_id: str
+    velocity_enu_m_s: np.ndarray  # (3,)
+    covariance_m2_s2: np.ndarray  # (3, 3)
+
+
+class WheelSample(NamedTuple):
+    stamp_ns: int
+    receive_ns: int
+    angle_rad: np.ndarray  # (4,) encoder angle from finite counts, fl fr rl rr
+    rate_rad_s: np.ndarray  # (4,)
+    torque_n_m: np.ndarray  # (4,) applied drive minus brake torque, NaN where unknown
+
+
+class SteeringSample(NamedTuple):
+    stamp_ns: int
+    receive_ns: int
+    steering_wheel_angle_rad: float
+
+
+SAMPLE_TYPES = (ImuSample, GnssFix, GnssVelocity, WheelSample, SteeringSample)

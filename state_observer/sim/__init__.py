@@ -1,0 +1,1 @@
+"""The virtual test vehicle: manoeuvres, drivers, sensor synthesis and run records. No ROS imports."""

@@ -1,0 +1,1 @@
+"""Vehicle description, tires, road and the multibody vehicle models. No ROS imports."""
