@@ -11,6 +11,7 @@ from .constraints import (
     Distance,
     DistanceDef,
     Dot,
+    DotDriver,
     Driver,
     Function,
     Input,

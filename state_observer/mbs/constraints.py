@@ -10,6 +10,7 @@ Definitions (all Jacobians are analytic; see :mod:`.quadratic`):
 * :class:`AngleDef`   (v.y) cos(th) - (v.x) sin(th) = 0                relative angle th of v in the (x, y) plane
 * :class:`DistanceDef` |b - a|^2 - s^2 = 0                             relative distance s
 * :class:`Driver`     g.q - f(t) = 0                                   rheonomic driver (inputs)
+* :class:`DotDriver`  u.v - f(t) = 0                                   rheonomic driver along a moving axis
 
 Rigid-body and unit-vector constraints are generated from the bodies by the builder.
 The angle definition uses the smooth form above instead of the sine/cosine switch of
@@ -229,6 +230,16 @@ class Driver:
     name: str = ""
 
 
+@dataclass(frozen=True)
+class DotDriver:
+    """Rheonomic driver u(q) . v(q) - signal(t) = 0, e.g. a slider's travel along a moving body axis."""
+
+    u: object
+    v: object
+    signal: Signal
+    name: str = ""
+
+
 # ----- compiled set ----------------------------------------------------------------------
 class ConstraintSet:
     """Phi(q, t) with Jacobian Phi_q, Phi_t and gamma = dPhi_q/dt qd + dPhi_t/dt.
@@ -325,6 +336,11 @@ def compile_constraints(ctx, body_rows: list[QuadRow], definitions: list) -> Con
             for name, cf in zip(d.coords, coeffs):
                 B[0, _entry_index(ctx, name)] += cf
             row = linear_rows(d.name or f"driver({','.join(d.coords)})", Affine(B, np.zeros(1)))[0]
+            driver_rows.append((row, d.signal))
+        elif isinstance(d, DotDriver):
+            if not isinstance(d.signal, Signal):
+                raise ModelError(f"{ctx.where()}: driver {d.name or (d.u, d.v)} needs a Signal, got {type(d.signal).__name__}")
+            row = dot_row(d.name or f"driver({d.u}.{d.v})", ctx.vector(d.u), ctx.vector(d.v), 0.0)
             driver_rows.append((row, d.signal))
         elif hasattr(d, "rows"):
             rows += d.rows(ctx)

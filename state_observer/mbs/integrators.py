@@ -153,11 +153,15 @@ class ALI3P:
         self.Q = np.zeros(n)
         self.K = np.zeros((n, n))
         self.C = np.zeros((n, n))
-        self.qdd, self.lam = initial_accelerations(model, q, qd, t, self.Q, self.K, self.C)
         self._state_forces = any(getattr(f, "state_dependent", True) for f in model.forces)
         self._stiff = any(getattr(f, "stiff", True) for f in model.forces)
         self._h_alpha = 0.25 * self.dt**2 * alpha
         self._rheonomic = bool(model.constraints.drivers)
+        # force elements with internal states (e.g. tire deflections) advance them on accepted steps
+        self._stateful = [f for f in model.forces if hasattr(f, "commit")]
+        for element in self._stateful:
+            element.start(q, qd, self.t)
+        self.qdd, self.lam = initial_accelerations(model, q, qd, t, self.Q, self.K, self.C)
         self.n_steps = 0
         self.n_iterations = 0
         self.last: StepResult | None = None
@@ -228,6 +232,8 @@ class ALI3P:
             self.last = StepResult(False, it, f"projection produced non-finite values at t = {t1:.6g} s", math.nan, math.nan)
             return self.last
         self.t, self.q, self.qd, self.qdd, self.lam = t1, q, qd, qdd, h_lam / h
+        for element in self._stateful:
+            element.commit(q, qd, t1)
         self.n_steps += 1
         self.n_iterations += it
         pos = float(abs(cs.phi - J @ dq).max(initial=0.0))  # Phi(q) is quadratic: exact to O(|dq|^2)

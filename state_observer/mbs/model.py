@@ -60,6 +60,7 @@ class Body:
     basis: list = field(default_factory=list)  # list of Affine maps e_k(q)
     r0: Affine = None
     J0: np.ndarray = None  # second moment of mass about the origin, local axes (kg m^2)
+    basis_parents: list = field(default_factory=list)  # per basis vector: other body it lies on, or None
 
 
 class ModelBuilder:
@@ -88,10 +89,11 @@ class ModelBuilder:
         self.bodies: dict[str, Body] = {}
         self.constraints: list = []
         self.forces: list = []
+        self.scalar_inertia: dict[str, float] = {}
         self._n = 0
 
     # ----- coordinates -------------------------------------------------------------
-    def _add_coord(self, name: str, kind: str, guess) -> str:
+    def _add_coord(self, name: str, kind: str, guess, inertia: float = 0.0) -> str:
         if not isinstance(name, str) or not name:
             raise ModelError(f"model '{self.name}': coordinate names must be non-empty strings, got {name!r}")
         if name in self.coords or name in self.fixed:
@@ -100,7 +102,10 @@ class ModelBuilder:
         guess = np.atleast_1d(np.asarray(guess, dtype=float))
         if guess.shape != (size,) or not np.all(np.isfinite(guess)):
             raise ModelError(f"model '{self.name}': {kind} '{name}' needs {size} finite values, got {guess.tolist()}")
+        if not np.isfinite(inertia) or inertia < 0.0:
+            raise ModelError(f"model '{self.name}': inertia of '{name}' must be finite and >= 0, got {inertia}")
         self.coords[name] = Coordinate(name, kind, self._n, size, tuple(guess))
+        self.scalar_inertia[name] = float(inertia)
         self._n += size
         return name
 
@@ -115,14 +120,17 @@ class ModelBuilder:
             raise ModelError(f"model '{self.name}': vector '{name}' guess is not a unit vector (norm {np.linalg.norm(g):.6g})")
         return self._add_coord(name, "vector", guess)
 
-    def angle(self, name: str, guess: float) -> str:
-        return self._add_coord(name, "angle", guess)
+    def angle(self, name: str, guess: float, inertia: float = 0.0) -> str:
+        """A relative angle (rad); ``inertia`` (kg m^2) adds 1/2 I thd^2 to the kinetic energy
+        (e.g. the spin of an axisymmetric wheel about its axle)."""
+        return self._add_coord(name, "angle", guess, inertia)
 
     def distance(self, name: str, guess: float) -> str:
         return self._add_coord(name, "distance", guess)
 
-    def scalar(self, name: str, guess: float) -> str:
-        return self._add_coord(name, "scalar", guess)
+    def scalar(self, name: str, guess: float, inertia: float = 0.0) -> str:
+        """Any other relative coordinate; ``inertia`` (kg or kg m^2) as for :meth:`angle`."""
+        return self._add_coord(name, "scalar", guess, inertia)
 
     def fixed_point(self, name: str, position) -> str:
         if name in self.coords or name in self.fixed:
@@ -148,9 +156,14 @@ class ModelBuilder:
             raise ModelError(f"{where}: centre of mass needs {self.dim} components")
         if not points:
             raise ModelError(f"{where}: needs at least one point (its origin)")
+        from .constraints import BodyPoint
+
         pts = {}
         for p, loc in points.items():
-            if p not in self.fixed and (p not in self.coords or self.coords[p].kind != "point"):
+            if isinstance(p, BodyPoint):
+                if p.body not in self.bodies:
+                    raise ModelError(f"{where}: point {p} is on body '{p.body}', which must be defined before it")
+            elif p not in self.fixed and (p not in self.coords or self.coords[p].kind != "point"):
                 raise ModelError(f"{where}: unknown point '{p}'")
             loc = np.asarray(loc, dtype=float)
             if loc.shape != (self.dim,):
@@ -209,6 +222,9 @@ class ModelBuilder:
         mass = np.zeros((n, n))
         for body in self.bodies.values():
             mass += body_mass_matrix(body)
+        for name, inertia in self.scalar_inertia.items():
+            i = self.coords[name].index
+            mass[i, i] += inertia
         ctx = BuildContext(self, n)
         rows = []
         for body in self.bodies.values():
@@ -316,20 +332,25 @@ def _setup_body(b: ModelBuilder, body: Body, n: int) -> None:
     names = list(body.points)
     body.origin = names[0]
     x0 = body.points[names[0]]
-    cand = [(ctx.point(p) - ctx.point(body.origin), body.points[p] - x0) for p in names[1:]]
-    cand += [(ctx.vector(v), loc) for v, loc in body.vectors.items()]
-    basis, local = [], []
-    for aff, loc in cand:
+    origin_parent = _parent(names[0])
+    # (affine map, local vector, parent body when both ends lie on one other body)
+    cand = [(ctx.point(p) - ctx.point(body.origin), body.points[p] - x0, origin_parent if _parent(p) == origin_parent else None) for p in names[1:]]
+    cand += [(ctx.vector(v), loc, None) for v, loc in body.vectors.items()]
+    basis, local, parents = [], [], []
+    for aff, loc, parent in cand:
         trial = np.column_stack(local + [loc])
         if np.linalg.matrix_rank(trial, tol=1e-9 * max(1.0, np.abs(trial).max())) == len(local) + 1:
             basis.append(aff)
             local.append(loc)
+            parents.append(parent)
         if len(local) == b.dim:
             break
+    body.basis_parents = parents
     if b.dim == 2 and len(local) == 1:  # planar: the perpendicular vector is linear in q
         rot = np.array([[0.0, -1.0], [1.0, 0.0]])
         basis.append(basis[0].rows(rot))
         local.append(rot @ local[0])
+        parents.append(parents[0])
     X = np.column_stack(local) if local else np.zeros((b.dim, 0))
     body.basis = basis
     body.basis_local = X
@@ -358,6 +379,11 @@ def _setup_body(b: ModelBuilder, body: Body, n: int) -> None:
             "centre of mass and inertia; add a point or unit vector"
         )
     body.J0 = J0
+
+
+def _parent(point) -> str | None:
+    """The body a point element is fixed to when it is given as a BodyPoint, else None."""
+    return getattr(point, "body", None)
 
 
 def body_coefficients(body: Body, local) -> np.ndarray:
@@ -414,10 +440,13 @@ def rigid_body_rows(b: ModelBuilder, body: Body) -> list[QuadRow]:
     rows = []
     X = body.basis_local
     synthetic = _is_synthetic(body)  # e1 = rot90(e0) satisfies its dot products identically
+    parents = body.basis_parents
     for i in range(len(body.basis)):
         for j in range(i, len(body.basis)):
             if synthetic and 1 in (i, j):
                 continue
+            if parents[i] is not None and parents[i] == parents[j]:
+                continue  # both vectors lie on one other rigid body: the product is constant already
             rows.append(dot_row(f"{body.name}: e{i}.e{j}", body.basis[i], body.basis[j], float(X[:, i] @ X[:, j])))
     ctx = BuildContext(b, body.r0.B.shape[1])
     for p, loc in list(body.points.items())[1:]:
