@@ -334,8 +334,9 @@ def _setup_body(b: ModelBuilder, body: Body, n: int) -> None:
     x0 = body.points[names[0]]
     origin_parent = _parent(names[0])
     # (affine map, local vector, parent body when both ends lie on one other body)
-    cand = [(ctx.point(p) - ctx.point(body.origin), body.points[p] - x0, origin_parent if _parent(p) == origin_parent else None) for p in names[1:]]
-    cand += [(ctx.vector(v), loc, None) for v, loc in body.vectors.items()]
+    # unit vectors first: their unit-norm row then doubles as a basis row instead of adding a redundant one
+    cand = [(ctx.vector(v), loc, None) for v, loc in body.vectors.items()]
+    cand += [(ctx.point(p) - ctx.point(body.origin), body.points[p] - x0, origin_parent if _parent(p) == origin_parent else None) for p in names[1:]]
     basis, local, parents = [], [], []
     for aff, loc, parent in cand:
         trial = np.column_stack(local + [loc])
@@ -524,3 +525,40 @@ def _check_coverage(model: Model) -> None:
     if not touched.all():
         bad = [model.coord_names[i] for i in np.flatnonzero(~touched)]
         raise ModelError(f"model '{model.name}': coordinate '{bad[0]}' has no mass and no constraint")
+
+
+def mass_properties(model: Model, q: np.ndarray) -> tuple[float, np.ndarray]:
+    """Total mass (kg) and centre of mass (m) of the model's bodies at q (scalar-coordinate inertias excluded)."""
+    mass, moment = 0.0, np.zeros(model.dim)
+    for body in model.bodies.values():
+        g = body_point(body, body.com)
+        mass += body.mass
+        moment += body.mass * (g.B @ q + g.c)
+    return mass, moment / mass
+
+
+def transform_coordinates(model: Model, q: np.ndarray, rotation: np.ndarray, translation: np.ndarray) -> np.ndarray:
+    """q of the model moved rigidly: points -> R p + t, unit vectors -> R u, scalars unchanged.
+
+    Valid for models without fixed points (the whole model moves, e.g. a vehicle placed on the map).
+    """
+    if model.fixed:
+        raise ModelError(f"model '{model.name}': cannot move a model with fixed points rigidly")
+    out = np.array(q, dtype=float)
+    for c in model.coords.values():
+        if c.kind == "point":
+            out[c.index : c.index + c.size] = rotation @ q[c.index : c.index + c.size] + translation
+        elif c.kind == "vector":
+            out[c.index : c.index + c.size] = rotation @ q[c.index : c.index + c.size]
+    return out
+
+
+def point_velocity_field(model: Model, velocity: np.ndarray, omega: np.ndarray, origin: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """qd of a rigid motion of the whole model: points v + omega x (p - origin), vectors omega x u, scalars 0."""
+    qd = np.zeros(model.n)
+    for c in model.coords.values():
+        if c.kind == "point":
+            qd[c.index : c.index + c.size] = velocity + np.cross(omega, q[c.index : c.index + c.size] - origin)
+        elif c.kind == "vector":
+            qd[c.index : c.index + c.size] = np.cross(omega, q[c.index : c.index + c.size])
+    return qd

@@ -1,0 +1,200 @@
+"""Tire, brake, drive and rolling-resistance loads on the four wheels, as one multibody force element.
+
+Each wheel is a knuckle-fixed centre C and axle w (unit, pointing to the vehicle's left) plus a spin
+angle th relative to the knuckle that carries the spin inertia (the relative-angle wheel of Sanjurjo
+2016 §5.2.1 / Pastorino; the gyroscopic coupling I1 (w . omega_knuckle) th_dot between spin and knuckle
+rotation is neglected: it is below 0.1 % of the spin momentum for road vehicles).
+
+Contact (disc wheel on the local road plane, normal n): e_x = unit(w x n) forward, e_y = n x e_x,
+e_u = e_x x w (up in the wheel plane); loaded radius r_s = ((C - X0).n) / (e_u.n) with X0 the road point
+below C; contact point P = C - r_s e_u; compression xi = R0 - r_s.  The tire force F = Fx e_x + Fy e_y +
+Fz n acts on the wheel's material point at P, whose velocity is J q_dot with J = B_P - r_s e_x dth
+(B_P: P as a knuckle-fixed point), so Q = J^T F (virtual work).  Brake torque opposes the spin and reacts
+on the knuckle; drive torque reacts on the chassis; rolling resistance comes from the road.
+
+Stiffness and damping for the Newton tangent keep the dominant terms: the tire's slip and
+vertical derivatives chained through J (rank-3 update per wheel) and the brake's spin damping.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..mbs.errors import ModelError
+from .tire import TireParameters, TireState, tire_forces
+
+
+@dataclass(frozen=True)
+class WheelSpec:
+    """Names of one wheel's elements in the multibody model."""
+
+    name: str  # fl, fr, rl, rr
+    centre: str  # point coordinate, wheel centre (fixed to the knuckle)
+    axle: str  # unit-vector coordinate, spin axis pointing to the vehicle's left
+    spin: str  # angle coordinate (spin relative to the knuckle)
+    knuckle: str  # body carrying the wheel
+    unloaded_radius_m: float
+    dynamic_radius_m: float
+
+
+class WheelLoads:
+    """Force element for the four wheels; ``compile`` returns the element itself.
+
+    Inputs (set before each step): ``drive_torque_n_m`` (4,), ``brake_torque_n_m`` (4,) (magnitude,
+    >= 0), ``mu`` (friction coefficient, scalar or (4,)).  After each evaluation ``last`` holds the
+    tire output and ``contact`` the contact geometry (for the truth record).
+    """
+
+    stiff = True
+    state_dependent = True
+    brake_spin_eps_rad_s = 0.5  # smooth sign of the brake torque (rad/s)
+
+    def __init__(self, wheels: list[WheelSpec], tire: TireParameters, road, chassis: str, mu=1.0):
+        if len(wheels) != 4:
+            raise ModelError("the vehicle needs exactly four wheels")
+        self.wheels, self.tire, self.road, self.chassis = wheels, tire, road, chassis
+        self.mu = mu
+        self.drive_torque_n_m = np.zeros(4)
+        self.brake_torque_n_m = np.zeros(4)
+        self.state = TireState(np.zeros(4), np.zeros(4))
+        self.last = None
+        self.contact = None
+        self._t0 = 0.0
+
+    # ----- compile: resolve names into compact affine maps ------------------------------------
+    def compile(self, ctx):
+        n = ctx.n
+        cols, BC, cC, BW, cW, BE, cE, Ginv, th = [], [], [], [], [], [], [], [], []
+        for w in self.wheels:
+            knuckle = ctx.body(w.knuckle)
+            if len(knuckle.basis) != 3:
+                raise ModelError(f"wheel {w.name}: knuckle '{w.knuckle}' needs a full basis of points and vectors")
+            centre, axle = ctx.point(w.centre), ctx.vector(w.axle)
+            maps = [centre.B, axle.B] + [e.B for e in knuckle.basis]
+            used = np.flatnonzero(np.any(np.vstack(maps) != 0.0, axis=0))
+            i_th = ctx.scalar(w.spin)
+            c = np.append(used[used != i_th], i_th)  # spin angle last
+            cols.append(c)
+            BC.append(centre.B[:, c])
+            cC.append(centre.c)
+            BW.append(axle.B[:, c])
+            cW.append(axle.c)
+            BE.append(np.stack([e.B[:, c] for e in knuckle.basis]))
+            cE.append(np.stack([e.c for e in knuckle.basis]))
+            X = knuckle.basis_local
+            Ginv.append(np.linalg.inv(X.T @ X))
+            th.append(i_th)
+        width = max(len(c) for c in cols)
+        if any(len(c) != width for c in cols):
+            raise ModelError("the four wheels must be built alike (same number of knuckle coordinates)")
+        self.cols = np.array(cols)  # (4, k) columns of q each wheel touches, spin angle last
+        self.BC, self.cC = np.array(BC), np.array(cC)  # (4, 3, k), (4, 3)
+        self.BW, self.cW = np.array(BW), np.array(cW)
+        self.BE, self.cE = np.array(BE), np.array(cE)  # (4, 3 basis, 3, k), (4, 3, 3)
+        self.Ginv = np.array(Ginv)  # (4, 3, 3)
+        self.th = np.array(th)
+        chassis = ctx.body(self.chassis)
+        chassis_maps = [e.B for e in chassis.basis]
+        self.chassis_cols = np.flatnonzero(np.any(np.vstack(chassis_maps) != 0.0, axis=0))
+        self.chassis_BE = np.array([e.B[:, self.chassis_cols] for e in chassis.basis])  # (3, 3, kc)
+        self.chassis_cE = np.array([e.c for e in chassis.basis])
+        Xc = chassis.basis_local
+        self.chassis_Ginv = np.linalg.inv(Xc.T @ Xc)
+        self.R0 = np.array([w.unloaded_radius_m for w in self.wheels])
+        self.rD = np.array([w.dynamic_radius_m for w in self.wheels])
+        return self
+
+    # ----- stateful element protocol ---------------------------------------------------------------
+    def start(self, q, qd, t):
+        self.state = TireState(np.zeros(4), np.zeros(4))
+        self._t0 = t
+        self.evaluate(q, qd, t)
+
+    def commit(self, q, qd, t):
+        out = self.evaluate(q, qd, t)
+        self.state = TireState(out.deflection_x_m, out.deflection_y_m)
+        self._t0 = t
+
+    # ----- kinematics and forces -----------------------------------------------------------------
+    def evaluate(self, q, qd, t):
+        """Contact geometry, tire output and the maps needed for Q, K, C (stored on self)."""
+        qc, qdc = q[self.cols], qd[self.cols]  # (4, k)
+        C = np.einsum("wjk,wk->wj", self.BC, qc) + self.cC
+        Cd = np.einsum("wjk,wk->wj", self.BC, qdc)
+        w = np.einsum("wjk,wk->wj", self.BW, qc) + self.cW
+        w /= np.linalg.norm(w, axis=1, keepdims=True)
+        E = np.einsum("wbjk,wk->wbj", self.BE, qc) + self.cE  # (4, 3 basis, 3)
+        road = self.road.contact(C[:, :2])
+        nrm = road.normal
+        ex = np.cross(w, nrm)
+        ex /= np.linalg.norm(ex, axis=1, keepdims=True)
+        ey = np.cross(nrm, ex)
+        eu = np.cross(ex, w)
+        cos_u = np.einsum("wj,wj->w", eu, nrm)
+        r_s = (C[:, 2] - road.height_m) * nrm[:, 2] / cos_u
+        xi = self.R0 - r_s
+        xi_dot = -np.einsum("wj,wj->w", Cd, nrm) / cos_u
+        P = C - r_s[:, None] * eu
+        # P as a knuckle-fixed point: P - C = sum_b c_b e_b
+        c = np.linalg.solve(np.transpose(E, (0, 2, 1)), (P - C)[:, :, None])[:, :, 0]
+        BP = self.BC + np.einsum("wb,wbjk->wjk", c, self.BE)
+        J = BP.copy()
+        J[:, :, -1] -= r_s[:, None] * ex  # material point of the spinning wheel at P
+        vP = np.einsum("wjk,wk->wj", BP, qdc)
+        vx = np.einsum("wj,wj->w", ex, vP)
+        vy = np.einsum("wj,wj->w", ey, vP)
+        omega = qd[self.th]
+        dt = max(t - self._t0, 1e-9)  # the deflections keep their state at the start of a step
+        out = tire_forces(self.tire, self.mu, xi, xi_dot, vx, vy, omega, self.state, dt)
+        self.last = out
+        self.contact = dict(C=C, Cd=Cd, w=w, E=E, ex=ex, ey=ey, n=nrm, eu=eu, cos_u=cos_u, r_s=r_s, P=P, BP=BP, J=J, omega=omega)
+        return out
+
+    def accumulate(self, q, qd, t, Q, K, C):
+        out = self.evaluate(q, qd, t)
+        g = self.contact
+        ex, ey, nrm, J = g["ex"], g["ey"], g["n"], g["J"]
+        F = out.fx_n[:, None] * ex + out.fy_n[:, None] * ey + out.fz_n[:, None] * nrm
+        Qw = np.einsum("wjk,wj->wk", J, F)  # (4, k)
+        omega = g["omega"]
+        brake = self.brake_torque_n_m * np.tanh(omega / self.brake_spin_eps_rad_s)
+        Qw[:, -1] += self.drive_torque_n_m - brake + out.rolling_torque_n_m
+        np.add.at(Q, self.cols, Qw)
+        # brake reaction on the knuckle (+brake w), drive reaction on the chassis (-drive w)
+        w = g["w"]
+        self._torque_on_knuckles(Q, brake[:, None] * w, g["E"])
+        self._torque_on_chassis(Q, -(self.drive_torque_n_m[:, None] * w).sum(axis=0), q)
+        # tangent terms: dF/dqd and dF/dq through slip velocities, spin and compression
+        BP, BC = g["BP"], self.BC
+        dvx = np.einsum("wj,wjk->wk", ex, BP)  # d vx / d qd_cols
+        dvy = np.einsum("wj,wjk->wk", ey, BP)
+        dxi = -np.einsum("wj,wjk->wk", nrm, BC) / g["cos_u"][:, None]  # d xi / d q  (= d xi_dot / d qd)
+        dom = np.zeros_like(dvx)
+        dom[:, -1] = 1.0
+        dfx = out.dfx_dvx[:, None] * dvx + out.dfx_dvy[:, None] * dvy + out.dfx_domega[:, None] * dom
+        dfy = out.dfy_dvx[:, None] * dvx + out.dfy_dvy[:, None] * dvy + out.dfy_domega[:, None] * dom
+        dfz_dqd = out.dfz_dxidot[:, None] * dxi
+        dF_dqd = ex[:, :, None] * dfx[:, None, :] + ey[:, :, None] * dfy[:, None, :] + nrm[:, :, None] * dfz_dqd[:, None, :]
+        dfz_dq = out.dfz_dxi[:, None] * dxi
+        dF_dq = (ex * out.dfx_dfz[:, None] + ey * out.dfy_dfz[:, None] + nrm)[:, :, None] * dfz_dq[:, None, :]
+        Cw = -np.einsum("wjk,wjl->wkl", J, dF_dqd)
+        Kw = -np.einsum("wjk,wjl->wkl", J, dF_dq)
+        sech2 = 1.0 / np.cosh(omega / self.brake_spin_eps_rad_s) ** 2
+        Cw[:, -1, -1] += self.brake_torque_n_m * sech2 / self.brake_spin_eps_rad_s
+        for i in range(4):
+            ix = np.ix_(self.cols[i], self.cols[i])
+            C[ix] += Cw[i]
+            K[ix] += Kw[i]
+
+    def _torque_on_knuckles(self, Q, T, E):
+        """Generalised forces of torques T (4, 3) on the knuckles: 1/2 sum_kl G^-1_kl B_k^T (T x e_l)."""
+        TxE = np.cross(T[:, None, :], E)  # (4, l, 3)
+        coef = 0.5 * np.einsum("wkl,wlj->wkj", self.Ginv, TxE)  # (4, k, 3)
+        Qw = np.einsum("wkjc,wkj->wc", self.BE, coef)
+        np.add.at(Q, self.cols, Qw)
+
+    def _torque_on_chassis(self, Q, T, q):
+        E = np.einsum("bjk,k->bj", self.chassis_BE, q[self.chassis_cols]) + self.chassis_cE
+        coef = 0.5 * self.chassis_Ginv @ np.cross(T[None, :], E)
+        Q[self.chassis_cols] += np.einsum("bjk,bj->k", self.chassis_BE, coef)
