@@ -8,6 +8,7 @@ as they enter the tangent matrix M + dt/2 C + dt^2/4 (Phi_q^T alpha Phi_q + K)
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -82,14 +83,16 @@ class _SpringDamper:
         self.k, self.c, self.l0, self.f0 = k, c, l0, f0
         self.cols = np.flatnonzero(np.any(self.G != 0.0, axis=0))
         self.Gc = self.G[:, self.cols]
+        self.GG = self.Gc.T @ self.Gc
+        self.ix = np.ix_(self.cols, self.cols)
         self._x = np.ones(Dh.shape[1])
 
     def state(self, q, qd):
         """Length l (m), rate dl/dt (m/s), unit direction n, d, ddot."""
         self._x[:-1] = q
         d = self.Dh @ self._x
-        dd = self.G @ qd
-        length = np.sqrt(d @ d)
+        dd = self.Gc @ qd[self.cols]
+        length = math.sqrt(d @ d)
         if length < 1e-12:
             raise FloatingPointError("spring-damper endpoints coincide; direction undefined")
         n = d / length
@@ -103,13 +106,12 @@ class _SpringDamper:
         length, rate, n, d, dd = self.state(q, qd)
         f = self.k * (length - self.l0) + self.c * rate + self.f0
         J = n @ self.Gc  # dl/dq on the touched columns
-        ix = np.ix_(self.cols, self.cols)
         Q[self.cols] -= f * J
-        P = (np.eye(len(n)) - np.outer(n, n)) / length  # dn/dd
-        dJ = self.Gc.T @ P @ self.Gc  # d^2 l / dq^2
-        drate_dq = (dd @ P) @ self.Gc
-        K[ix] += np.outer(J, self.k * J + self.c * drate_dq) + f * dJ
-        C[ix] += self.c * np.outer(J, J)
+        # with P = (I - n n^T) / l:  d2l/dq2 = Gc^T P Gc,  d(rate)/dq = dd^T P Gc
+        drate_dq = (dd @ self.Gc - (dd @ n) * J) / length
+        JJ = np.outer(J, J)
+        K[self.ix] += np.outer(J, self.k * J + self.c * drate_dq) + (f / length) * (self.GG - JJ)
+        C[self.ix] += self.c * JJ
 
 
 # ----- applied loads -------------------------------------------------------------------------

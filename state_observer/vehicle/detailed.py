@@ -19,6 +19,8 @@ Degrees of freedom: 6 chassis + 4 suspension + 4 wheel spins = 14.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from scipy.spatial.transform import Rotation
@@ -90,6 +92,12 @@ class DetailedVehicle:
         specs = [self._corner(b, i, corner) for i, corner in enumerate(desc.corners)]
         tire = TireParameters.stack([tire_parameters(c) for c in desc.corners])
         self.wheels = WheelLoads(specs, tire, self.road, "chassis", mu=desc.corners[0].tire.friction_coefficient if mu is None else mu)
+        # brake torque T_b tanh(Omega/eps): with eps below T_b dt / I_spin the locking wheel's Newton
+        # iterations jump between the saturated branches (Newton on tanh); this keeps its slope near the
+        # inertia term's while a locked wheel still turns at only ~1 m/s of rim speed
+        spin_inertia = np.array([c.wheel.spin_inertia_kg_m2 for c in desc.corners])
+        max_brake = np.array([c.max_brake_torque_n_m for c in desc.corners])
+        self.wheels.brake_spin_eps_rad_s = np.maximum(0.5, max_brake * dt_s / spin_inertia)
         b.add_force(self.wheels)
         self.model = b.build()
         self._spring_elements = [self.model.forces[k] for k in self._spring_force_indices()]
@@ -284,6 +292,31 @@ class DetailedVehicle:
             raise ModelError(f"vehicle '{self.desc.name}': no static equilibrium found (residual {np.abs(r).max():.3g} N)")
         self.q_static = q
         return q
+
+    def road_wheel_angles(self, q: np.ndarray) -> np.ndarray:
+        """Steer angle (rad, + left) of each wheel's heading about the chassis z axis at q."""
+        m = self.model
+        _, R = self.chassis_frame(q)
+        out = []
+        for w in WHEELS:
+            i = m.index(f"w_{w}.x")
+            axle = R.T @ q[i : i + 3]
+            out.append(math.atan2(-axle[0], axle[1]))
+        return np.array(out)
+
+    def steering_ratio(self) -> float:
+        """Steering-wheel angle per mean steered road-wheel angle at the static position (rad/rad)."""
+        if not self.has_rack:
+            return float("inf")
+        q = self.q_static if hasattr(self, "q_static") else self.solve_statics()
+        k = self.desc.steering.rack_travel_per_steering_wheel_rad_m
+        steered = [i for i, c in enumerate(self.desc.corners) if c.steered]
+        angles = []
+        for sw in (-0.02, 0.02):  # steering-wheel rad
+            self.rack_input.set(k * sw)
+            angles.append(self.road_wheel_angles(solve_position(self.model, q, self.independent))[steered].mean())
+        self.rack_input.set(0.0)
+        return 0.04 / (angles[1] - angles[0])
 
     # ----- running ---------------------------------------------------------------------------------
     def initial_state(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0)) -> tuple[np.ndarray, np.ndarray]:

@@ -9,8 +9,10 @@ Contact (disc wheel on the local road plane, normal n): e_x = unit(w x n) forwar
 e_u = e_x x w (up in the wheel plane); loaded radius r_s = ((C - X0).n) / (e_u.n) with X0 the road point
 below C; contact point P = C - r_s e_u; compression xi = R0 - r_s.  The tire force F = Fx e_x + Fy e_y +
 Fz n acts on the wheel's material point at P, whose velocity is J q_dot with J = B_P - r_s e_x dth
-(B_P: P as a knuckle-fixed point), so Q = J^T F (virtual work).  Brake torque opposes the spin and reacts
-on the knuckle; drive torque reacts on the chassis; rolling resistance comes from the road.
+(B_P: P as a knuckle-fixed point), so Q = J^T F (virtual work).  As th is relative to the knuckle, the
+brake (between wheel and knuckle) works on th alone; the drive torque (from the chassis through the
+driveshaft) works on th and on the knuckle's rotation, and reacts on the chassis; rolling resistance
+comes from the road.
 
 Stiffness and damping for the Newton tangent keep the dominant terms: the tire's slip and
 vertical derivatives chained through J (rank-3 update per wheel) and the brake's spin damping.
@@ -36,6 +38,13 @@ class WheelSpec:
     knuckle: str  # body carrying the wheel
     unloaded_radius_m: float
     dynamic_radius_m: float
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cross product along the last axis (numpy.cross is slow on small arrays)."""
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
 
 
 class WheelLoads:
@@ -112,7 +121,8 @@ class WheelLoads:
         self.evaluate(q, qd, t)
 
     def commit(self, q, qd, t):
-        out = self.evaluate(q, qd, t)
+        """Keep the deflections of the last evaluation (the converged iterate, within tol of q)."""
+        out = self.last
         self.state = TireState(out.deflection_x_m, out.deflection_y_m)
         self._t0 = t
 
@@ -127,10 +137,10 @@ class WheelLoads:
         E = np.einsum("wbjk,wk->wbj", self.BE, qc) + self.cE  # (4, 3 basis, 3)
         road = self.road.contact(C[:, :2])
         nrm = road.normal
-        ex = np.cross(w, nrm)
+        ex = _cross(w, nrm)
         ex /= np.linalg.norm(ex, axis=1, keepdims=True)
-        ey = np.cross(nrm, ex)
-        eu = np.cross(ex, w)
+        ey = _cross(nrm, ex)
+        eu = _cross(ex, w)
         cos_u = np.einsum("wj,wj->w", eu, nrm)
         r_s = (C[:, 2] - road.height_m) * nrm[:, 2] / cos_u
         xi = self.R0 - r_s
@@ -161,10 +171,13 @@ class WheelLoads:
         brake = self.brake_torque_n_m * np.tanh(omega / self.brake_spin_eps_rad_s)
         Qw[:, -1] += self.drive_torque_n_m - brake + out.rolling_torque_n_m
         np.add.at(Q, self.cols, Qw)
-        # brake reaction on the knuckle (+brake w), drive reaction on the chassis (-drive w)
+        # th is relative to the knuckle: a torque between wheel and knuckle (brake) does work on th only;
+        # the drive torque comes from the chassis, so it also turns the knuckle (+T w) and reacts on the
+        # chassis (-T w)
         w = g["w"]
-        self._torque_on_knuckles(Q, brake[:, None] * w, g["E"])
-        self._torque_on_chassis(Q, -(self.drive_torque_n_m[:, None] * w).sum(axis=0), q)
+        drive = self.drive_torque_n_m[:, None] * w
+        self._torque_on_knuckles(Q, drive, g["E"])
+        self._torque_on_chassis(Q, -drive.sum(axis=0), q)
         # tangent terms: dF/dqd and dF/dq through slip velocities, spin and compression
         BP, BC = g["BP"], self.BC
         dvx = np.einsum("wj,wjk->wk", ex, BP)  # d vx / d qd_cols
@@ -180,7 +193,7 @@ class WheelLoads:
         dF_dq = (ex * out.dfx_dfz[:, None] + ey * out.dfy_dfz[:, None] + nrm)[:, :, None] * dfz_dq[:, None, :]
         Cw = -np.einsum("wjk,wjl->wkl", J, dF_dqd)
         Kw = -np.einsum("wjk,wjl->wkl", J, dF_dq)
-        sech2 = 1.0 / np.cosh(omega / self.brake_spin_eps_rad_s) ** 2
+        sech2 = 1.0 - np.tanh(omega / self.brake_spin_eps_rad_s) ** 2
         Cw[:, -1, -1] += self.brake_torque_n_m * sech2 / self.brake_spin_eps_rad_s
         for i in range(4):
             ix = np.ix_(self.cols[i], self.cols[i])
@@ -189,12 +202,12 @@ class WheelLoads:
 
     def _torque_on_knuckles(self, Q, T, E):
         """Generalised forces of torques T (4, 3) on the knuckles: 1/2 sum_kl G^-1_kl B_k^T (T x e_l)."""
-        TxE = np.cross(T[:, None, :], E)  # (4, l, 3)
+        TxE = _cross(T[:, None, :], E)  # (4, l, 3)
         coef = 0.5 * np.einsum("wkl,wlj->wkj", self.Ginv, TxE)  # (4, k, 3)
         Qw = np.einsum("wkjc,wkj->wc", self.BE, coef)
         np.add.at(Q, self.cols, Qw)
 
     def _torque_on_chassis(self, Q, T, q):
         E = np.einsum("bjk,k->bj", self.chassis_BE, q[self.chassis_cols]) + self.chassis_cE
-        coef = 0.5 * self.chassis_Ginv @ np.cross(T[None, :], E)
+        coef = 0.5 * self.chassis_Ginv @ _cross(T[None, :], E)
         Q[self.chassis_cols] += np.einsum("bjk,bj->k", self.chassis_BE, coef)

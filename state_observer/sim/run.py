@@ -1,0 +1,94 @@
+"""Run a manoeuvre on the detailed vehicle: the virtual test vehicle's main loop."""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from .manoeuvres import MANOEUVRES, Driver, Manoeuvre, make_manoeuvre
+from .truth import TruthSample
+
+__all__ = ["MANOEUVRES", "SimulationError", "make_driver", "run", "simulate"]
+
+
+class SimulationError(RuntimeError):
+    """The vehicle model failed (the message says when and why)."""
+
+
+def make_driver(vehicle, manoeuvre: Manoeuvre) -> Driver:
+    desc = vehicle.desc
+    corners = desc.corners
+    return Driver(
+        manoeuvre,
+        wheelbase_m=desc.wheelbase_m,
+        steering_ratio=vehicle.steering_ratio(),
+        mass_kg=vehicle.total_mass_kg,
+        radii_m=[c.wheel.dynamic_radius_m for c in corners],
+        driven=[c.driven for c in corners],
+        max_drive_n_m=[c.max_drive_torque_n_m for c in corners],
+        max_brake_n_m=[c.max_brake_torque_n_m for c in corners],
+        max_steering_rad=desc.steering.max_steering_wheel_angle_rad,
+    )
+
+
+def _yaw(orientation_wxyz: np.ndarray) -> float:
+    w, x, y, z = orientation_wxyz
+    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+def run(vehicle, manoeuvre: Manoeuvre, progress: Callable[[float, float], None] | None = None) -> Iterator[TruthSample]:
+    """Drive ``manoeuvre`` with a :class:`~state_observer.vehicle.detailed.DetailedVehicle`; yield the truth
+    after every model step (the first sample is the initial state).  Raises :class:`SimulationError`
+    with the model's message if a step fails."""
+    yaw0, start_xy = 0.0, (0.0, 0.0)
+    path = manoeuvre.path
+    if path is not None:  # start on the path, heading along it
+        d = path.xy[1] - path.xy[0]
+        yaw0, start_xy = math.atan2(d[1], d[0]), tuple(path.xy[0])
+    vehicle.start(speed_m_s=manoeuvre.initial_speed_m_s, yaw_rad=yaw0, position_m=start_xy)
+    driver = make_driver(vehicle, manoeuvre)
+    dt = vehicle.dt_s
+    if manoeuvre.friction is not None:
+        vehicle.mu = manoeuvre.friction(0.0)
+    vehicle.set_inputs(0.0, np.zeros(4), np.zeros(4))
+    truth = vehicle.truth()
+    yield truth
+    steps = int(round(manoeuvre.duration_s / dt))
+    previous_sw = 0.0
+    for k in range(steps):
+        t = truth.t_s
+        speed = float(np.hypot(*truth.velocity_enu_m_s[:2]))
+        sw = driver.steering_wheel_angle(t, truth.position_enu_m[:2], _yaw(truth.orientation_wxyz), speed)
+        drive, brake = driver.torques(t, speed, dt)
+        vehicle.set_inputs(sw, drive, brake, steering_rate_rad_s=(sw - previous_sw) / dt)
+        previous_sw = sw
+        if manoeuvre.friction is not None:
+            vehicle.mu = manoeuvre.friction(t + dt)
+        result = vehicle.step()
+        if not result.success:
+            raise SimulationError(f"{manoeuvre.name}: {result.message}")
+        truth = vehicle.truth()
+        if progress is not None:
+            progress(truth.t_s, manoeuvre.duration_s)
+        yield truth
+
+
+def simulate(manoeuvre: str, vehicle_path: str | Path | None = None, sensors_path: str | Path | None = None,
+             duration_s: float | None = None, seed: int = 0, progress: Callable[[float, float], None] | None = None
+             ) -> Iterator[tuple[TruthSample, list]]:
+    """The ``simulate`` command's source: each truth sample and the sensor samples of that step."""
+    from ..paths import default_sensors_path, default_vehicle_path
+    from ..vehicle.description import load_vehicle
+    from ..vehicle.detailed import DetailedVehicle
+    from .sensors import SensorSynthesizer, load_sensor_config, mounts_from_vehicle
+
+    desc = load_vehicle(vehicle_path or default_vehicle_path())
+    config = load_sensor_config(sensors_path or default_sensors_path())
+    m = make_manoeuvre(manoeuvre) if duration_s is None else make_manoeuvre(manoeuvre, duration_s=duration_s)
+    vehicle = DetailedVehicle(desc)
+    synth = SensorSynthesizer(config, mounts_from_vehicle(desc), seed=seed)
+    for truth in run(vehicle, m, progress):
+        yield truth, synth.feed(truth)

@@ -1,0 +1,396 @@
+r"""TMeasy tire with a linearised characteristic and first-order deflection dynamics.
+
+The tire model of the A Coruña multibody observers (Sanjurjo 2016 §5.3, eqs 5.27-5.41;
+Rodríguez 2020 §5.2.2, eqs 5.1-5.12; after Hirschberg, Rill and Weinfurter 2007),
+vectorised over N wheels: every input and output is an (N,) array.
+
+Frames and signs
+----------------
+Tire frame: x along the wheel heading in the road plane, y to its left in the road
+plane, z along the road normal.  ``vx_m_s``, ``vy_m_s`` are the velocity of the
+contact point in that frame (Sanjurjo App. A: the wheel-centre velocity with its
+road-normal component removed), ``omega_rad_s`` the spin rate (positive rolling
+forward), ``r_D`` the dynamic rolling radius.  Returned forces act ON the wheel FROM
+the road, in the tire frame; the rolling-resistance torque acts on the wheel about its
+spin axis (positive = forward).
+
+Normal force (spring-damper, compression only)
+----------------------------------------------
+    xi_z = r_0 - (distance from wheel centre to road)          (compression, m)
+    F_z  = max(0, k_z xi_z + d_z dxi_z/dt)   if xi_z > 0,   else 0
+
+No tension: an airborne wheel carries nothing, and the damper cannot pull the wheel
+down during a fast rebound.  (At touch-down F_z jumps from 0 to d_z dxi_z/dt, the
+usual Kelvin-Voigt contact.)
+
+Slips (TMeasy normalisation, both directions normalised by the same velocity)
+-----------------------------------------------------------------------------
+    v*  = r_D |Omega| + v_n                                     (v_n > 0 regularises)
+    dv_x = r_D Omega - v_x,   dv_y = -v_y                       (slip velocities, m/s)
+    s_x = dv_x / v*  (> 0 driving),   s_y = dv_y / v*
+
+Linearised characteristic, combined slip
+----------------------------------------
+With k_x = dF_x/ds_x / F_z (longitudinal slip stiffness per unit load, -) and
+k_y = dF_y/ds_y / F_z (cornering stiffness per unit load, 1/rad):
+
+    sigma_x = k_x s_x,  sigma_y = k_y s_y,  sigma = |(sigma_x, sigma_y)|
+    F      = F_z min(sigma, mu)                 (linear up to sigma = mu, then mu F_z)
+    F_x^S  = F sigma_x / sigma,   F_y^S = F sigma_y / sigma
+
+Writing w = |(k_x dv_x, k_y dv_y)| (m/s) so that sigma = w / v*, both regions collapse to
+
+    m1     = min(1/v*, mu/w) = mu / max(w, mu v*)               (s/m, per unit load)
+    m_x    = k_x F_z m1,   m_y = k_y F_z m1                     ("slip dampers", N s/m)
+    F_x^S  = m_x dv_x,     F_y^S = m_y dv_y                     (finite at sigma = 0)
+
+so the steady-state force is a viscous law in the slip velocity whose coefficient
+drops as 1/w once the tire slides.
+
+First-order deflection dynamics
+-------------------------------
+The carcass deflects by xi (per direction; c = deflection stiffness, d = damping) and
+transmits F^D = c xi + d dxi/dt.  The deflection rate changes the slip velocity of the
+contact patch, dv -> dv - dxi/dt, i.e. s -> s - (dxi/dt)/v*.  Equating F^D to the
+steady-state force linearised in dxi/dt,
+
+    c xi + d dxi/dt = F^S - G (dxi/dt)/v*,   G = dF^S/ds along that direction,
+    (v* d + G) dxi/dt = v* F^S - v* c xi                        (Sanjurjo eq. 5.32-5.33).
+
+G (per direction, with the normalised slips): in the linear region
+F_x^S = F_z k_x s_x, so the tangent is G_x = k_x F_z exactly (and G_y = k_y F_z).  In the
+saturated region the tangent dF_x^S/ds_x = mu F_z k_x sigma_y^2/sigma^3 is zero for
+pure slip and jumps at sigma = mu (from k_x F_z to k_x F_z sigma_y^2/sigma^2); with the
+full TMeasy curve it even turns negative past the peak.  The secant is used there
+instead (Sanjurjo eq. 5.40-5.41): G_x = k_x F/sigma = k_x mu F_z/sigma, G_y = k_y F/sigma.
+It is positive whenever F_z > 0 and continuous at sigma = mu, and a sliding or locked
+tire relaxes at a finite rate to, and then keeps, the deflection F^S/c.  Both regions
+are the one formula G_k = k_k F/sigma = k_k F_z min(1, mu/sigma) = v* m_k.  Dividing by
+v* > 0:
+
+    (d + m) dxi/dt = F^S - c xi        (m = m_x or m_y: the slip damper in series
+                                        with the carcass spring-damper c, d)
+
+With m, F^S frozen over the step dt (they depend on the inputs, not on xi):
+
+    a       = v* c / (v* d + G) = c / (d + m)                   (1/s)
+    xi_ss   = F^S / c
+    xi(dt)  = xi_ss + (xi0 - xi_ss) E,        E = exp(-a dt)
+    dxi/dt  = a (xi_ss - xi(dt))                                 (at the end of the step)
+    F^D     = c xi(dt) + d dxi/dt = F^S + (c xi0 - F^S) E H,     H = m / (d + m)
+
+F^D is a convex combination of F^S and c xi0 (0 <= E H <= 1), so
+|F^D| <= max(|F^S|, |c xi0|) <= max(mu F_z, |c xi0|): forces stay bounded for any slip.
+Relaxation length (distance rolled per time constant): v*/a = v* d/c + G/c, which
+tends to k_x F_z / c_x (a speed-independent value) when d -> 0.
+
+Limiting cases:
+* standstill (v -> 0, Omega -> 0): v* = v_n, m = k F_z / v_n is huge, so a ~ c v_n/(k F_z)
+  is tiny and E H -> 1: the deflection is held (F^D ~ c xi0) and decays slowly; this is
+  TMeasy's stick-slip model.  No division by zero for any v_n > 0.
+* locked wheel sliding (Omega = 0, |v| > 0): saturated, m = k mu F_z / w, a = c/(d + m);
+  the deflection tends to F^S/c = mu F_z (direction)/c.
+* airborne (F_z = 0): m = 0, F^S = 0, H = 0, so F^D = 0 and xi relaxes with a = c/d.
+* reversing: the slip definitions are sign-symmetric; free rolling backwards
+  (r_D Omega = v_x < 0, v_y = 0) gives zero force.
+
+Rolling resistance
+------------------
+    T_rr = -C_rr F_z r_D tanh(Omega / omega_eps)
+
+tanh is a smooth sign: omega_eps (rad/s, default ``ROLLING_OMEGA_EPS_RAD_S`` = 0.5, i.e.
+0.15 m/s at r_D = 0.3 m) is the spin rate below which the torque fades linearly to zero.
+A wheel at rest gets no torque (rolling resistance is not static friction), and
+dT/dOmega = -C_rr F_z r_D / omega_eps stays moderate for the implicit integrator.
+
+Derivatives (for the integrator's stiffness and damping matrices)
+-----------------------------------------------------------------
+Partial derivatives of the returned values at fixed xi0 and dt.  Every input acts
+through the slip velocity dv_k and the slip damper m_k (k = x, y):
+
+    dF^D_k = (1 - E H) m_k d(dv_k) + P_k dm_k
+    P_k    = dF^D_k/dm_k = (1 - E H) dv_k + (c xi0 - F^S) E (a dt H + 1 - H)/(d + m)
+             (dE/dm = E a dt/(d + m),  dH/dm = d/(d + m)^2)
+    d(dv_x) = r_D dOmega - dv_x,   d(dv_y) = -dv_y,   dm_k = k_k (F_z dm1 + m1 dF_z)
+
+with u_x = k_x dv_x, u_y = k_y dv_y:
+
+    linear    (w <= mu v*): m1 = 1/v*   dm1/dv_x = dm1/dv_y = 0,
+                                        dm1/dOmega = -r_D sign(Omega) m1^2
+    saturated (w >  mu v*): m1 = mu/w   dm1/dv_x = m1 k_x u_x / w^2,
+                                        dm1/dv_y = m1 k_y u_y / w^2,
+                                        dm1/dOmega = -r_D dm1/dv_x
+
+so e.g. dF_x/dv_x = -(1 - E H) m_x + P_x k_x F_z dm1/dv_x and
+dF_x/dOmega = (1 - E H) m_x r_D + P_x k_x F_z dm1/dOmega.  Load sensitivity (F_z as
+an independent input; chain with dF_z/dxi_z): dF_k/dF_z = P_k k_k m1.  Normal force:
+dF_z/dxi_z = k_z, dF_z/d(dxi_z/dt) = d_z where F_z > 0, else 0.  Rolling torque:
+dT/dOmega = -C_rr F_z r_D (1 - tanh^2)/omega_eps, dT/dF_z = -C_rr r_D tanh.
+At Omega = 0, sign(0) = 0 gives the mean of the one-sided derivatives (= the central
+difference).  1 - E H is evaluated as E (1 - H) - expm1(-a dt), without cancellation
+when E H -> 1 at standstill.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import NamedTuple, Sequence, Union
+
+import numpy as np
+
+ArrayLike = Union[float, np.ndarray]
+
+ROLLING_OMEGA_EPS_RAD_S = 0.5
+"""Default spin rate (rad/s) of the tanh smoothing of the rolling-resistance sign."""
+
+# Fields that may be zero (all others must be > 0).
+_MAY_BE_ZERO = ("vertical_damping_n_s_per_m", "rolling_resistance_coefficient")
+
+
+@dataclass(frozen=True)
+class TireParameters:
+    """TMeasy tire parameters (SI).  Each field is a float or an (N,) array, one per wheel.
+
+    Use ``TireParameters.stack([p_fl, p_fr, p_rl, p_rr])`` to build per-wheel arrays
+    from per-axle parameter sets; array fields broadcast against the (N,) inputs of
+    :func:`tire_forces`.
+
+    unloaded_radius_m                 r_0, m
+    dynamic_radius_m                  r_D (<= r_0), m
+    vertical_stiffness_n_per_m        k_z, N/m
+    vertical_damping_n_s_per_m        d_z (>= 0), N s/m
+    longitudinal_slip_stiffness       k_x = dF_x/ds_x / F_z at s = 0, - (typ. 15-20)
+    cornering_stiffness_per_rad       k_y = dF_y/ds_y / F_z at s = 0, 1/rad (typ. 10-20)
+    deflection_stiffness_x_n_per_m    c_x, N/m
+    deflection_stiffness_y_n_per_m    c_y, N/m
+    deflection_damping_x_n_s_per_m    d_x (> 0), N s/m
+    deflection_damping_y_n_s_per_m    d_y (> 0), N s/m
+    slip_velocity_regularisation_m_s  v_n (> 0), m/s; Sanjurjo used 1e-15, any tiny value works
+    rolling_resistance_coefficient    C_rr (>= 0), - (0.017 identified by Sanjurjo)
+
+    All fields must be finite; all must be > 0 except d_z and C_rr, which may be 0.
+    Array fields are stored as read-only float arrays.
+    """
+
+    unloaded_radius_m: ArrayLike
+    dynamic_radius_m: ArrayLike
+    vertical_stiffness_n_per_m: ArrayLike
+    vertical_damping_n_s_per_m: ArrayLike
+    longitudinal_slip_stiffness: ArrayLike
+    cornering_stiffness_per_rad: ArrayLike
+    deflection_stiffness_x_n_per_m: ArrayLike
+    deflection_stiffness_y_n_per_m: ArrayLike
+    deflection_damping_x_n_s_per_m: ArrayLike
+    deflection_damping_y_n_s_per_m: ArrayLike
+    slip_velocity_regularisation_m_s: ArrayLike
+    rolling_resistance_coefficient: ArrayLike
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if np.ndim(value) == 0:
+                try:
+                    value = float(value)
+                except (TypeError, ValueError):
+                    raise ValueError(f"TireParameters.{f.name} must be a number, got {value!r}") from None
+            else:
+                try:
+                    value = np.array(value, dtype=float)
+                except (TypeError, ValueError):
+                    raise ValueError(f"TireParameters.{f.name} must be numeric, got {value!r}") from None
+                if value.ndim != 1:
+                    raise ValueError(f"TireParameters.{f.name} must be a scalar or a 1-D array, "
+                                     f"got shape {value.shape}")
+                value.setflags(write=False)
+            if not np.all(np.isfinite(value)):
+                raise ValueError(f"TireParameters.{f.name} must be finite, got {value}")
+            if f.name in _MAY_BE_ZERO:
+                if np.any(value < 0.0):
+                    raise ValueError(f"TireParameters.{f.name} must be >= 0, got {value}")
+            elif np.any(value <= 0.0):
+                raise ValueError(f"TireParameters.{f.name} must be > 0, got {value}")
+            object.__setattr__(self, f.name, value)
+        if np.any(np.asarray(self.dynamic_radius_m) > np.asarray(self.unloaded_radius_m)):
+            raise ValueError("TireParameters.dynamic_radius_m must be <= unloaded_radius_m, got "
+                             f"{self.dynamic_radius_m} > {self.unloaded_radius_m}")
+        # (2, 1) or (2, N) stacks (row 0 = x, row 1 = y) for the hot path
+        for name, x, y in (("_k2", self.longitudinal_slip_stiffness, self.cornering_stiffness_per_rad),
+                           ("_c2", self.deflection_stiffness_x_n_per_m, self.deflection_stiffness_y_n_per_m),
+                           ("_d2", self.deflection_damping_x_n_s_per_m, self.deflection_damping_y_n_s_per_m)):
+            stacked = np.array(np.broadcast_arrays(x, y), dtype=float).reshape(2, -1)
+            stacked.setflags(write=False)
+            object.__setattr__(self, name, stacked)
+        object.__setattr__(self, "_neg_rd", -self.dynamic_radius_m)
+        object.__setattr__(self, "_neg_crr_rd", -self.rolling_resistance_coefficient * self.dynamic_radius_m)
+
+    @classmethod
+    def stack(cls, per_wheel: Sequence[TireParameters]) -> TireParameters:
+        """One parameter set whose fields are (N,) arrays, from N scalar parameter sets."""
+        if len(per_wheel) == 0:
+            raise ValueError("TireParameters.stack needs at least one parameter set")
+        for p in per_wheel:
+            if not isinstance(p, cls):
+                raise ValueError(f"TireParameters.stack takes TireParameters, got {type(p).__name__}")
+            if any(np.ndim(getattr(p, f.name)) != 0 for f in fields(cls)):
+                raise ValueError("TireParameters.stack takes parameter sets with scalar fields")
+        return cls(**{f.name: np.array([getattr(p, f.name) for p in per_wheel]) for f in fields(cls)})
+
+
+class TireState(NamedTuple):
+    """Carcass deflections at the start of the step, (N,) each, m."""
+
+    deflection_x_m: np.ndarray
+    deflection_y_m: np.ndarray
+
+    @classmethod
+    def zeros(cls, n: int) -> TireState:
+        """Undeflected tires."""
+        return cls(np.zeros(n), np.zeros(n))
+
+
+class TireOutput(NamedTuple):
+    """Result of :func:`tire_forces`; every field is an (N,) array.
+
+    fx_n, fy_n, fz_n           forces on the wheel from the road, tire frame, N
+    rolling_torque_n_m         rolling-resistance torque on the wheel about its spin axis, N m
+    slip_ratio                 s_x = (r_D Omega - v_x)/v*, -
+    slip_angle_rad             ISO 8855: angle from the wheel heading to the contact-point
+                               velocity, counter-clockwise positive, atan2(v_y, v_x)
+    deflection_x_m, _y_m       deflections at the end of the step (commit on acceptance)
+    dfx_dvx ... dfy_domega     partial derivatives of fx, fy w.r.t. v_x, v_y (N s/m) and
+                               Omega (N s/rad), at fixed deflection state and dt
+    dfz_dxi, dfz_dxidot        dF_z/dxi_z (N/m), dF_z/d(dxi_z/dt) (N s/m)
+    dfx_dfz, dfy_dfz           load sensitivity dF_x/dF_z, dF_y/dF_z, -
+    drolling_torque_domega     dT_rr/dOmega, N m s/rad
+    drolling_torque_dfz        dT_rr/dF_z, m
+    """
+
+    fx_n: np.ndarray
+    fy_n: np.ndarray
+    fz_n: np.ndarray
+    rolling_torque_n_m: np.ndarray
+    slip_ratio: np.ndarray
+    slip_angle_rad: np.ndarray
+    deflection_x_m: np.ndarray
+    deflection_y_m: np.ndarray
+    dfx_dvx: np.ndarray
+    dfx_dvy: np.ndarray
+    dfx_domega: np.ndarray
+    dfy_dvx: np.ndarray
+    dfy_dvy: np.ndarray
+    dfy_domega: np.ndarray
+    dfz_dxi: np.ndarray
+    dfz_dxidot: np.ndarray
+    dfx_dfz: np.ndarray
+    dfy_dfz: np.ndarray
+    drolling_torque_domega: np.ndarray
+    drolling_torque_dfz: np.ndarray
+
+
+def tire_forces(p: TireParameters, mu: ArrayLike, compression_m: np.ndarray,
+                compression_rate_m_s: np.ndarray, vx_m_s: np.ndarray, vy_m_s: np.ndarray,
+                omega_rad_s: np.ndarray, state: TireState, dt_s: float, *,
+                omega_eps_rad_s: float = ROLLING_OMEGA_EPS_RAD_S) -> TireOutput:
+    """Tire forces, rolling torque, end-of-step deflections and their derivatives.
+
+    Parameters
+    ----------
+    p : TireParameters with scalar or (N,) fields.
+    mu : friction coefficient (> 0), scalar or (N,).
+    compression_m : (N,) xi_z = r_0 - wheel-centre height above the road, m (<= 0 airborne).
+    compression_rate_m_s : (N,) d xi_z / dt, m/s.
+    vx_m_s, vy_m_s : (N,) contact-point velocity in the tire frame, m/s.
+    omega_rad_s : (N,) wheel spin rate, rad/s, positive rolling forward.
+    state : TireState, deflections at the start of the step.
+    dt_s : step length (> 0), s; the deflection ODE is solved exactly over it.
+    omega_eps_rad_s : smoothing spin rate of the rolling-resistance sign (> 0), rad/s.
+
+    Returns
+    -------
+    TireOutput (equations in the module docstring).  Call it at every Newton iterate
+    with the same ``state`` and the iterate's end-of-step velocities (the ODE
+    coefficients are frozen at those inputs); commit ``deflection_x_m`` and
+    ``deflection_y_m`` as the next state only when the step is accepted.  Scalar
+    parameter fields broadcast; ``TireParameters.stack`` fields are somewhat faster.
+
+    The two directions are computed together as (2, N) arrays (row 0 = x, row 1 = y).
+    """
+    if not dt_s > 0.0:
+        raise ValueError(f"dt_s must be > 0, got {dt_s}")
+    if not (mu if isinstance(mu, float) else np.min(mu)) > 0.0:
+        raise ValueError(f"mu must be > 0, got {mu}")
+    if not omega_eps_rad_s > 0.0:
+        raise ValueError(f"omega_eps_rad_s must be > 0, got {omega_eps_rad_s}")
+    rd = p.dynamic_radius_m
+    k2, c2, d2 = p._k2, p._c2, p._d2
+
+    # normal force: F_z = max(0, k_z xi + d_z dxi) where xi > 0
+    kz = p.vertical_stiffness_n_per_m
+    dz = p.vertical_damping_n_s_per_m
+    fz = np.maximum(kz * compression_m + dz * compression_rate_m_s, 0.0) * (compression_m > 0.0)
+    loaded = fz > 0.0
+
+    # slip velocities dv = (r_D Omega - v_x, -v_y), u = (k_x dv_x, k_y dv_y)
+    v_star = rd * np.abs(omega_rad_s) + p.slip_velocity_regularisation_m_s
+    dv = np.array((rd * omega_rad_s - vx_m_s, np.negative(vy_m_s)))
+    u = k2 * dv
+    w = np.hypot(u[0], u[1])
+    # slip damper per unit load m1 = min(1/v*, mu/w); m = k F_z m1 (row 0 = x, row 1 = y)
+    mu_v = mu * v_star
+    sat = w > mu_v
+    den = np.maximum(w, mu_v)
+    m1 = mu / den
+    m = k2 * (fz * m1)
+
+    # deflection: (d + m) dxi/dt = m dv - c xi over dt; a dt = c dt/(d + m)
+    f_ss = m * dv
+    dm = d2 + m
+    nadt = (c2 * -dt_s) / dm           # -a dt
+    em1 = np.expm1(nadt)               # E - 1
+    e = em1 + 1.0
+    eg = e * (d2 / dm)                 # E (1 - H), H = m/(d + m)
+    eh = e - eg                        # E H
+    one_m_eh = eg - em1                # 1 - E H, without cancellation when E H -> 1
+    xi0 = np.array(state)
+    r = c2 * xi0 - f_ss
+    fd = f_ss + r * eh
+    xi1 = xi0 * e - (f_ss / c2) * em1  # xi_ss + (xi0 - xi_ss) E
+    # P k = k dF^D/dm = k [(1 - E H) dv + (c xi0 - F^S) E (a dt H + 1 - H)/(d + m)]
+    pk = (one_m_eh * dv + r * ((eg - nadt * eh) / dm)) * k2
+    ddv = one_m_eh * m                 # dF^D/d(dv) at fixed m
+
+    # dm1: saturated m1 = mu/w -> dm1/dv_x = m1 k_x u_x/w^2, dm1/dv_y = m1 k_y u_y/w^2,
+    # dm1/dOmega = -r_D dm1/dv_x;  linear m1 = 1/v* -> dm1/dOmega = -r_D m1^2 sign(Omega)
+    dm1_dv = ((m1 / (den * den)) * sat) * k2 * u            # (dm1/dv_x, dm1/dv_y)
+    dm1_domega = p._neg_rd * np.where(sat, dm1_dv[0], (m1 * m1) * np.sign(omega_rad_s))
+    pf = pk * fz
+    pfx = pf[0]
+    pfy = pf[1]
+    jz = pk * m1
+
+    # rolling resistance T = -C_rr r_D F_z tanh(Omega/omega_eps)
+    th = np.tanh(omega_rad_s * (1.0 / omega_eps_rad_s))
+    dtrr_dfz = p._neg_crr_rd * th
+    trr_fz = p._neg_crr_rd * fz
+
+    return TireOutput(
+        fd[0],                                   # fx_n
+        fd[1],                                   # fy_n
+        fz,                                      # fz_n
+        dtrr_dfz * fz,                           # rolling_torque_n_m
+        dv[0] / v_star,                          # slip_ratio
+        np.arctan2(vy_m_s, vx_m_s),              # slip_angle_rad
+        xi1[0],                                  # deflection_x_m
+        xi1[1],                                  # deflection_y_m
+        pfx * dm1_dv[0] - ddv[0],                # dfx_dvx
+        pfx * dm1_dv[1],                         # dfx_dvy
+        pfx * dm1_domega + ddv[0] * rd,          # dfx_domega
+        pfy * dm1_dv[0],                         # dfy_dvx
+        pfy * dm1_dv[1] - ddv[1],                # dfy_dvy
+        pfy * dm1_domega,                        # dfy_domega
+        kz * loaded,                             # dfz_dxi
+        dz * loaded,                             # dfz_dxidot
+        jz[0],                                   # dfx_dfz
+        jz[1],                                   # dfy_dfz
+        (trr_fz * (1.0 / omega_eps_rad_s)) * (1.0 - th * th),  # drolling_torque_domega
+        dtrr_dfz,                                # drolling_torque_dfz
+    )
