@@ -28,6 +28,34 @@ def _bench(args: argparse.Namespace) -> int:
     return bench.main(argv)
 
 
+def _simulate(args: argparse.Namespace) -> int:
+    from state_observer.io import record
+
+    return record.simulate_command(
+        args.manoeuvre, args.out, vehicle=args.vehicle, sensors=args.sensors,
+        duration_s=args.duration, seed=args.seed, force=args.force, storage=args.storage)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="state-observer",
@@ -40,6 +68,29 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     bench.add_argument("--quick", action="store_true", help="short run (smoke test)")
     bench.set_defaults(func=_bench)
+
+    simulate = commands.add_parser(
+        "simulate", help="write a rosbag2 of a manoeuvre of the virtual vehicle",
+        description="Simulate a manoeuvre and write a rosbag2 with the sensor topics "
+                    "(/imu/data, /gps/fix, /gps/vel, /wheel_states, /steering_state) and the "
+                    "ground truth (/truth/odometry, /truth/tire_forces, /truth/parameters, "
+                    "/truth/state) every model step.")
+    simulate.add_argument("--manoeuvre", required=True, metavar="NAME",
+                          help="manoeuvre, e.g. step_steer or steady_circle "
+                               "(an unknown name lists the valid ones)")
+    simulate.add_argument("--vehicle", metavar="FILE",
+                          help="vehicle YAML (default: config/vehicles/default.yaml)")
+    simulate.add_argument("--sensors", metavar="FILE",
+                          help="sensor YAML (default: config/sensors/default.yaml)")
+    simulate.add_argument("--duration", type=_positive_seconds, metavar="S",
+                          help="simulated time in seconds (default: the manoeuvre's own)")
+    simulate.add_argument("--seed", type=_seed, default=0, metavar="N",
+                          help="seed of the sensor noise (default: 0)")
+    simulate.add_argument("--out", required=True, metavar="BAG", help="bag directory to create")
+    simulate.add_argument("--force", action="store_true", help="replace an existing bag at BAG")
+    simulate.add_argument("--storage", choices=("sqlite3", "mcap"), default="sqlite3",
+                          help="rosbag2 storage format (default: sqlite3)")
+    simulate.set_defaults(func=_simulate)
     return parser
 
 

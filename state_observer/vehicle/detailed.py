@@ -62,6 +62,15 @@ def _point_mass_inertia(points: list[np.ndarray], mass: float) -> tuple[np.ndarr
     return com, inertia
 
 
+def _link(b: ModelBuilder, name: str, inner, inner_m: np.ndarray, outer: str, outer_m: np.ndarray, mass_kg: float) -> None:
+    """A uniform slender link from a chassis point to a knuckle point (its rigid row is the distance)."""
+    u = outer_m - inner_m
+    length = float(np.linalg.norm(u))
+    u /= length
+    inertia = mass_kg * length**2 / 12.0 * (np.eye(3) - np.outer(u, u))
+    b.body(name, mass_kg, 0.5 * (inner_m + outer_m), inertia, {inner: inner_m, outer: outer_m})
+
+
 def _project_on_plane(x, a, b, c, where: str, tol_m: float = 0.03) -> np.ndarray:
     """Project x on the plane through a, b, c (an arm is modelled as a plate); refuse far points."""
     nrm = np.cross(b - a, c - a)
@@ -79,7 +88,7 @@ class DetailedVehicle:
     ``step()``; ``mu`` is the road friction coefficient (may change at any time).
     """
 
-    def __init__(self, desc, road=None, mu: float | None = None, dt_s: float = 0.004, alpha: float = 1e11, tol: float = 1e-8, max_iter: int = 20):
+    def __init__(self, desc, road=None, mu: float | None = None, dt_s: float = 0.004, alpha: float = 1e11, tol: float = 1e-10, max_iter: int = 20):
         self.desc = desc
         self.road = road if road is not None else FlatRoad()
         self.dt_s = dt_s
@@ -165,14 +174,14 @@ class DetailedVehicle:
             if corner.steered:
                 b.bar(f"tie_rod_{name}", "rack_l" if name.endswith("l") else "rack_r", f"T_{name}", mass=s.tie_rod.mass_kg)
             else:
-                b.add_constraint(Distance(CH(inner), f"T_{name}", float(np.linalg.norm(T - inner))))
+                _link(b, f"toe_link_{name}", CH(inner), inner, f"T_{name}", T, s.tie_rod.mass_kg)
             sd = s.spring_damper
             top, seat = np.asarray(sd.chassis_m, float), np.asarray(sd.arm_m, float)
             on = getattr(sd, "on", "lower_arm")
-            if on == "lower_arm":
-                la = s.lower_arm
-                seat = _project_on_plane(seat, *(np.asarray(x, float) for x in (la.front_pivot_m, la.rear_pivot_m, la.ball_joint_m)), where=f"{where}: spring_damper.arm_m")
-                lower = BodyPoint(f"lower_arm_{name}", tuple(seat))
+            if on in ("lower_arm", "upper_arm"):
+                arm = getattr(s, on)
+                seat = _project_on_plane(seat, *(np.asarray(x, float) for x in (arm.front_pivot_m, arm.rear_pivot_m, arm.ball_joint_m)), where=f"{where}: spring_damper.arm_m")
+                lower = BodyPoint(f"{on}_{name}", tuple(seat))
             else:
                 lower = BodyPoint(pk, tuple(seat))
             spring = SpringDamper(CH(top), lower, sd.stiffness_n_per_m, sd.damping_n_s_per_m, float(np.linalg.norm(top - seat)))
@@ -196,7 +205,7 @@ class DetailedVehicle:
             for k, p in enumerate((p1, p2)):  # the top mount stays on the strut axis
                 b.add_constraint(Dot(PointDiff(f"S_{name}", CH(M)), BodyVector(pk, tuple(p)), 0.0))
             inner = np.asarray(s.tie_rod.inner_m, float)
-            b.add_constraint(Distance(CH(inner), f"T_{name}", float(np.linalg.norm(T - inner))))
+            _link(b, f"toe_link_{name}", CH(inner), inner, f"T_{name}", T, s.tie_rod.mass_kg)
             spring = SpringDamper(CH(M), f"S_{name}", s.spring_damper.stiffness_n_per_m, s.spring_damper.damping_n_s_per_m, float(np.linalg.norm(M - S)))
         else:
             raise ModelError(f"{where}: unknown suspension type '{s.suspension_type}'")
@@ -335,6 +344,8 @@ class DetailedVehicle:
     def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:
         q, qd = self.initial_state(speed_m_s, yaw_rad, position_m)
         self.solver = ALI3P(self.model, q, qd, t=t, **self.solver_options)
+        self.max_position_violation = 0.0
+        self.max_velocity_violation = 0.0
 
     def set_inputs(self, steering_wheel_angle_rad: float, drive_torque_n_m, brake_torque_n_m, steering_rate_rad_s: float = 0.0) -> None:
         """Steering-wheel angle (rad, + left), per-wheel drive torque (N m) and brake torque magnitude (N m)."""
@@ -353,9 +364,14 @@ class DetailedVehicle:
         self.wheels.mu = value
 
     def step(self):
+        """One model step; also tracks the largest constraint violations seen since start()."""
         if self.solver is None:
             raise RuntimeError("call start() before step()")
-        return self.solver.step()
+        result = self.solver.step()
+        if result.success:
+            self.max_position_violation = max(self.max_position_violation, result.position_violation)
+            self.max_velocity_violation = max(self.max_velocity_violation, result.velocity_violation)
+        return result
 
     def chassis_frame(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """base_link origin (m) and rotation matrix [ex ey ez] (base_link -> ENU) at q."""

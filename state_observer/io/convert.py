@@ -1,0 +1,553 @@
+"""Conversion between core records and ROS 2 messages, on rosbags' own message classes.
+
+One place for every sample <-> message mapping of the package, used by the bag writer and
+reader (and usable by anything that needs messages without rclpy). No rclpy import: message
+classes come from a rosbags ``Typestore`` for a current ROS 2 distribution with this package's
+interfaces (``msg/*.msg``) registered from their definition files.
+
+Time is integer nanoseconds. ``header.stamp`` carries a record's ``stamp_ns``; the bag's log
+time carries ``receive_ns`` (see ``state_observer.io.bag``).
+
+Conventions (REP-103/105/145; design notes, peers-and-ros-conventions.md):
+
+``sensor_msgs/Imu`` (``/imu/data``)
+    No orientation: ``orientation`` = identity, ``orientation_covariance[0] = -1`` ("not
+    provided", REP-145). Rate and specific-force covariances diag(sigma^2), row-major 3x3.
+``sensor_msgs/NavSatFix`` (``/gps/fix``)
+    ``status.service = SERVICE_GPS``; ``position_covariance`` = ENU 3x3 row-major (m^2), type
+    DIAGONAL_KNOWN when the off-diagonal terms are zero, else KNOWN.
+``geometry_msgs/TwistWithCovarianceStamped`` (``/gps/vel``)
+    ``twist.linear`` = antenna velocity in ENU, ``twist.angular`` = 0. 6x6 row-major
+    covariance over (vx vy vz wx wy wz): the linear block is the velocity covariance; the
+    angular rate is not measured, marked as in REP-145 and the u-blox driver by
+    ``covariance[21]`` (element 0 of the angular block) = -1, the rest of that block and the
+    cross terms 0. No large "unknown" variance (1e6 or max double), which consumers turn into
+    overflow/NaN.
+``sensor_msgs/JointState`` (``/wheel_states``, ``/steering_state``)
+    Wheels: names ``WHEEL_JOINTS``, position = encoder angle (rad), velocity = rate (rad/s),
+    effort = applied drive-minus-brake torque (N m); an array that is NaN for every wheel is
+    sent empty (JointState's "not available"). Steering: one joint ``STEERING_JOINT``,
+    position = steering-wheel angle (rad), velocity and effort empty.
+
+Reading back: covariances that are all zeros ("unknown", REP-145) give NaN sigmas/matrices;
+element 0 = -1 ("not provided") gives NaN values and NaN sigmas; a sigma of 0 or NaN is
+written as all zeros. JointState joints are matched by name (any order, extra joints ignored;
+a missing wheel or empty array gives NaN).
+
+Ground truth (``/truth/...``, one message of each per model step):
+``/truth/odometry`` nav_msgs/Odometry, pose in ``odom`` (the local ENU frame), twist in
+``base_link`` (linear = R^T v_enu, angular = body rates), covariances 0 (exact);
+``/truth/tire_forces`` state_observer/TireForces (sigmas 0); ``/truth/parameters``
+state_observer/VehicleParameters (sigmas 0, converged, estimator "truth");
+``/truth/state`` state_observer/ObserverState (sideslip, roll, pitch, yaw rate, speed,
+suspension travel, wheel speeds, body acceleration; no NIS).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple
+
+import numpy as np
+from rosbags.typesys import Stores, TypesysError, get_typestore, get_types_from_msg
+
+from state_observer import paths
+from state_observer.sensors.samples import (
+    STEERING_JOINT,
+    WHEEL_JOINTS,
+    WHEELS,
+    GnssFix,
+    GnssVelocity,
+    ImuSample,
+    SteeringSample,
+    WheelSample,
+)
+from state_observer.sim.truth import TruthSample
+
+if TYPE_CHECKING:
+    from rosbags.typesys.store import Typestore
+
+# Kilted is what the PyPI wheels of this project provide; the definitions and RIHS01 hashes of
+# every standard type used here are identical in Humble, Jazzy, Kilted and Lyrical (checked in
+# test/test_bag_io.py), so the bags read the same on all of them. Older rosbags: Jazzy.
+STORE = getattr(Stores, "ROS2_KILTED", Stores.ROS2_JAZZY)
+
+PACKAGE = paths.PACKAGE
+CUSTOM_TYPES = tuple(f"{PACKAGE}/msg/{name}" for name in paths.MESSAGE_NAMES)
+
+IMU = "sensor_msgs/msg/Imu"
+NAV_SAT_FIX = "sensor_msgs/msg/NavSatFix"
+TWIST_WITH_COVARIANCE_STAMPED = "geometry_msgs/msg/TwistWithCovarianceStamped"
+JOINT_STATE = "sensor_msgs/msg/JointState"
+ODOMETRY = "nav_msgs/msg/Odometry"
+TIRE_FORCES = f"{PACKAGE}/msg/TireForces"
+WHEEL_FORCE = f"{PACKAGE}/msg/WheelForce"
+VEHICLE_PARAMETERS = f"{PACKAGE}/msg/VehicleParameters"
+OBSERVER_STATE = f"{PACKAGE}/msg/ObserverState"
+
+# Sensor streams: record type -> kind -> (message type, default topic; ARCHITECTURE.md 4).
+SENSOR_KINDS: dict[type, str] = {
+    ImuSample: "imu",
+    GnssFix: "gnss_fix",
+    GnssVelocity: "gnss_velocity",
+    WheelSample: "wheels",
+    SteeringSample: "steering",
+}
+SENSOR_MSGTYPES: dict[str, str] = {
+    "imu": IMU,
+    "gnss_fix": NAV_SAT_FIX,
+    "gnss_velocity": TWIST_WITH_COVARIANCE_STAMPED,
+    "wheels": JOINT_STATE,
+    "steering": JOINT_STATE,
+}
+SENSOR_TOPICS: dict[str, str] = {
+    "imu": "/imu/data",
+    "gnss_fix": "/gps/fix",
+    "gnss_velocity": "/gps/vel",
+    "wheels": "/wheel_states",
+    "steering": "/steering_state",
+}
+TRUTH_MSGTYPES: dict[str, str] = {
+    "odometry": ODOMETRY,
+    "tire_forces": TIRE_FORCES,
+    "parameters": VEHICLE_PARAMETERS,
+    "state": OBSERVER_STATE,
+}
+TRUTH_TOPICS: dict[str, str] = {kind: f"/truth/{kind}" for kind in TRUTH_MSGTYPES}
+
+ODOM_FRAME = "odom"
+BASE_FRAME = "base_link"
+
+_NS = 1_000_000_000
+_ANGULAR_NOT_PROVIDED = 3 * 6 + 3  # TwistWithCovariance.covariance index of (wx, wx)
+
+
+class IoError(Exception):
+    """Any failure of the io layer; the message names the file, topic or field at fault."""
+
+
+# --- type store ------------------------------------------------------------------------
+
+def make_typestore(msg_files: Mapping[str, Path] | None = None) -> Typestore:
+    """A new rosbags typestore (``STORE``) with this package's interfaces registered.
+
+    Parameters
+    ----------
+    msg_files
+        ``{"TireForces": path, ...}`` for every name of ``paths.MESSAGE_NAMES``; default: the
+        installed definitions found by ``state_observer.paths``.
+    """
+    store = get_typestore(STORE)
+    for name in paths.MESSAGE_NAMES:  # dependency order: WheelForce before TireForces
+        path = Path(msg_files[name]) if msg_files is not None else paths.message_definition(name)
+        typename = f"{PACKAGE}/msg/{name}"
+        try:
+            text = path.read_text(encoding="utf-8")
+            store.register(get_types_from_msg(text, typename))
+            store.hash_rihs01(typename)  # resolves every field type now, not when first used
+        except (OSError, TypesysError) as exc:
+            raise IoError(f"{path}: cannot register message type {typename}: {exc}") from None
+        except KeyError as exc:
+            raise IoError(f"{path}: message type {typename} uses unknown type {exc}") from None
+    return store
+
+
+@functools.lru_cache(maxsize=1)
+def typestore() -> Typestore:
+    """The shared typestore of the process (``make_typestore()``, built once)."""
+    return make_typestore()
+
+
+# --- small helpers ---------------------------------------------------------------------
+
+def stamp_to_ns(stamp: Any) -> int:
+    """builtin_interfaces/Time -> int ns."""
+    return int(stamp.sec) * _NS + int(stamp.nanosec)
+
+
+def _time(store: Typestore, t_ns: int) -> Any:
+    sec, nanosec = divmod(int(t_ns), _NS)
+    if not -2**31 <= sec < 2**31:
+        raise IoError(f"time {t_ns} ns does not fit builtin_interfaces/Time (int32 seconds)")
+    return store.types["builtin_interfaces/msg/Time"](sec=sec, nanosec=nanosec)
+
+
+def _header(store: Typestore, t_ns: int, frame_id: str) -> Any:
+    return store.types["std_msgs/msg/Header"](stamp=_time(store, t_ns), frame_id=frame_id)
+
+
+def _array(value: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
+    array = np.asarray(value, dtype=np.float64)
+    if array.shape != shape:
+        raise IoError(f"{what}: expected shape {shape}, got {array.shape}")
+    return array
+
+
+def _vector3(store: Typestore, value: Any, what: str) -> Any:
+    x, y, z = _array(value, (3,), what)
+    return store.types["geometry_msgs/msg/Vector3"](x=float(x), y=float(y), z=float(z))
+
+
+def _xyz(msg: Any) -> np.ndarray:
+    return np.array([msg.x, msg.y, msg.z], dtype=np.float64)
+
+
+def _diag_covariance(sigma: float) -> np.ndarray:
+    """3x3 row-major diag(sigma^2); all zeros ("unknown") for a sigma of 0 or NaN."""
+    sigma = float(sigma)
+    if not math.isfinite(sigma) or sigma == 0.0:
+        return np.zeros(9)
+    return np.diag(np.full(3, sigma * sigma)).ravel()
+
+
+def _sigma_from_covariance(covariance: np.ndarray) -> float:
+    """Largest per-axis 1-sigma of a 3x3 row-major covariance; NaN if unknown/not provided."""
+    covariance = np.asarray(covariance, dtype=np.float64)
+    if covariance[0] == -1.0 or not covariance.any():
+        return math.nan
+    return float(math.sqrt(max(covariance[0], covariance[4], covariance[8])))
+
+
+# --- sensor samples -> messages --------------------------------------------------------
+
+def imu_to_msg(sample: ImuSample, store: Typestore) -> Any:
+    """ImuSample -> sensor_msgs/Imu (no orientation; covariances diag sigma^2)."""
+    types = store.types
+    orientation_covariance = np.zeros(9)
+    orientation_covariance[0] = -1.0  # REP-145: orientation not provided
+    return types[IMU](
+        header=_header(store, sample.stamp_ns, sample.frame_id),
+        orientation=types["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0),
+        orientation_covariance=orientation_covariance,
+        angular_velocity=_vector3(store, sample.angular_velocity_rad_s, "ImuSample.angular_velocity_rad_s"),
+        angular_velocity_covariance=_diag_covariance(sample.angular_velocity_sigma),
+        linear_acceleration=_vector3(store, sample.linear_acceleration_m_s2,
+                                     "ImuSample.linear_acceleration_m_s2"),
+        linear_acceleration_covariance=_diag_covariance(sample.linear_acceleration_sigma),
+    )
+
+
+def gnss_fix_to_msg(sample: GnssFix, store: Typestore) -> Any:
+    """GnssFix -> sensor_msgs/NavSatFix (ENU covariance, row-major)."""
+    types = store.types
+    fix_type = types[NAV_SAT_FIX]
+    covariance = _array(sample.position_covariance_enu_m2, (3, 3), "GnssFix.position_covariance_enu_m2")
+    if not np.isfinite(covariance).all():
+        covariance_type = fix_type.COVARIANCE_TYPE_UNKNOWN
+        covariance = np.zeros((3, 3))
+    elif np.count_nonzero(covariance - np.diag(np.diag(covariance))) == 0:
+        covariance_type = fix_type.COVARIANCE_TYPE_DIAGONAL_KNOWN
+    else:
+        covariance_type = fix_type.COVARIANCE_TYPE_KNOWN
+    status_type = types["sensor_msgs/msg/NavSatStatus"]
+    return fix_type(
+        header=_header(store, sample.stamp_ns, sample.frame_id),
+        status=status_type(status=int(sample.status), service=status_type.SERVICE_GPS),
+        latitude=float(sample.latitude_deg),
+        longitude=float(sample.longitude_deg),
+        altitude=float(sample.altitude_m),
+        position_covariance=covariance.ravel().copy(),
+        position_covariance_type=covariance_type,
+    )
+
+
+def gnss_velocity_to_msg(sample: GnssVelocity, store: Typestore) -> Any:
+    """GnssVelocity -> geometry_msgs/TwistWithCovarianceStamped (ENU; angular not provided)."""
+    types = store.types
+    covariance = np.zeros((6, 6))
+    velocity_covariance = _array(sample.covariance_m2_s2, (3, 3), "GnssVelocity.covariance_m2_s2")
+    if np.isfinite(velocity_covariance).all():
+        covariance[:3, :3] = velocity_covariance
+    covariance = covariance.ravel()
+    covariance[_ANGULAR_NOT_PROVIDED] = -1.0
+    return types[TWIST_WITH_COVARIANCE_STAMPED](
+        header=_header(store, sample.stamp_ns, sample.frame_id),
+        twist=types["geometry_msgs/msg/TwistWithCovariance"](
+            twist=types["geometry_msgs/msg/Twist"](
+                linear=_vector3(store, sample.velocity_enu_m_s, "GnssVelocity.velocity_enu_m_s"),
+                angular=_vector3(store, np.zeros(3), "angular"),
+            ),
+            covariance=covariance,
+        ),
+    )
+
+
+def _joint_array(values: np.ndarray) -> np.ndarray:
+    return np.zeros(0) if np.isnan(values).all() else values.copy()
+
+
+def wheels_to_msg(sample: WheelSample, store: Typestore) -> Any:
+    """WheelSample -> sensor_msgs/JointState over ``WHEEL_JOINTS``."""
+    n = len(WHEEL_JOINTS)
+    return store.types[JOINT_STATE](
+        header=_header(store, sample.stamp_ns, ""),
+        name=list(WHEEL_JOINTS),
+        position=_joint_array(_array(sample.angle_rad, (n,), "WheelSample.angle_rad")),
+        velocity=_joint_array(_array(sample.rate_rad_s, (n,), "WheelSample.rate_rad_s")),
+        effort=_joint_array(_array(sample.torque_n_m, (n,), "WheelSample.torque_n_m")),
+    )
+
+
+def steering_to_msg(sample: SteeringSample, store: Typestore) -> Any:
+    """SteeringSample -> sensor_msgs/JointState with the one joint ``STEERING_JOINT``."""
+    return store.types[JOINT_STATE](
+        header=_header(store, sample.stamp_ns, ""),
+        name=[STEERING_JOINT],
+        position=np.array([float(sample.steering_wheel_angle_rad)]),
+        velocity=np.zeros(0),
+        effort=np.zeros(0),
+    )
+
+
+_TO_MSG: dict[str, Callable[[Any, Typestore], Any]] = {
+    "imu": imu_to_msg,
+    "gnss_fix": gnss_fix_to_msg,
+    "gnss_velocity": gnss_velocity_to_msg,
+    "wheels": wheels_to_msg,
+    "steering": steering_to_msg,
+}
+
+
+def sample_kind(sample: Any) -> str:
+    """"imu", "gnss_fix", "gnss_velocity", "wheels" or "steering" for a sample record."""
+    try:
+        return SENSOR_KINDS[type(sample)]
+    except KeyError:
+        raise IoError(f"not a sensor sample record: {type(sample).__name__}") from None
+
+
+def sample_to_msg(sample: Any, store: Typestore | None = None) -> tuple[str, Any]:
+    """Sensor sample record -> (message type name, rosbags message)."""
+    kind = sample_kind(sample)
+    return SENSOR_MSGTYPES[kind], _TO_MSG[kind](sample, store or typestore())
+
+
+# --- messages -> sensor samples --------------------------------------------------------
+
+def msg_to_imu(msg: Any, receive_ns: int) -> ImuSample:
+    """sensor_msgs/Imu -> ImuSample (NaN where a covariance says "not provided")."""
+    rate = _xyz(msg.angular_velocity)
+    accel = _xyz(msg.linear_acceleration)
+    rate_cov = np.asarray(msg.angular_velocity_covariance, dtype=np.float64)
+    accel_cov = np.asarray(msg.linear_acceleration_covariance, dtype=np.float64)
+    if rate_cov[0] == -1.0:
+        rate[:] = np.nan
+    if accel_cov[0] == -1.0:
+        accel[:] = np.nan
+    return ImuSample(
+        stamp_ns=stamp_to_ns(msg.header.stamp),
+        receive_ns=int(receive_ns),
+        frame_id=msg.header.frame_id,
+        angular_velocity_rad_s=rate,
+        linear_acceleration_m_s2=accel,
+        angular_velocity_sigma=_sigma_from_covariance(rate_cov),
+        linear_acceleration_sigma=_sigma_from_covariance(accel_cov),
+    )
+
+
+def msg_to_gnss_fix(msg: Any, receive_ns: int) -> GnssFix:
+    """sensor_msgs/NavSatFix -> GnssFix (covariance NaN when its type is UNKNOWN)."""
+    covariance = np.asarray(msg.position_covariance, dtype=np.float64).reshape(3, 3).copy()
+    if msg.position_covariance_type == 0:  # COVARIANCE_TYPE_UNKNOWN
+        covariance[:] = np.nan
+    return GnssFix(
+        stamp_ns=stamp_to_ns(msg.header.stamp),
+        receive_ns=int(receive_ns),
+        frame_id=msg.header.frame_id,
+        latitude_deg=float(msg.latitude),
+        longitude_deg=float(msg.longitude),
+        altitude_m=float(msg.altitude),
+        status=int(msg.status.status),
+        position_covariance_enu_m2=covariance,
+    )
+
+
+def msg_to_gnss_velocity(msg: Any, receive_ns: int) -> GnssVelocity:
+    """geometry_msgs/TwistWithCovarianceStamped -> GnssVelocity (linear part only)."""
+    velocity = _xyz(msg.twist.twist.linear)
+    covariance = np.asarray(msg.twist.covariance, dtype=np.float64).reshape(6, 6)[:3, :3].copy()
+    if covariance[0, 0] == -1.0:  # velocity not provided
+        velocity[:] = np.nan
+        covariance[:] = np.nan
+    elif not covariance.any():  # unknown
+        covariance[:] = np.nan
+    return GnssVelocity(
+        stamp_ns=stamp_to_ns(msg.header.stamp),
+        receive_ns=int(receive_ns),
+        frame_id=msg.header.frame_id,
+        velocity_enu_m_s=velocity,
+        covariance_m2_s2=covariance,
+    )
+
+
+def _joint_values(msg: Any, field: str, joints: tuple[str, ...]) -> np.ndarray:
+    """Values of ``field`` for ``joints`` by name; NaN for missing joints or an empty array."""
+    values = np.asarray(getattr(msg, field), dtype=np.float64)
+    out = np.full(len(joints), np.nan)
+    if values.size == 0:
+        return out
+    names = list(msg.name)
+    if values.size != len(names):
+        raise IoError(f"JointState.{field} has {values.size} values for {len(names)} joints")
+    for i, joint in enumerate(joints):
+        if joint in names:
+            out[i] = values[names.index(joint)]
+    return out
+
+
+def msg_to_wheels(msg: Any, receive_ns: int) -> WheelSample:
+    """sensor_msgs/JointState -> WheelSample (joints by name, NaN where absent)."""
+    if not set(WHEEL_JOINTS) & set(msg.name):
+        raise IoError(f"JointState has none of the wheel joints {', '.join(WHEEL_JOINTS)} "
+                      f"(joints: {', '.join(msg.name) or 'none'})")
+    return WheelSample(
+        stamp_ns=stamp_to_ns(msg.header.stamp),
+        receive_ns=int(receive_ns),
+        angle_rad=_joint_values(msg, "position", WHEEL_JOINTS),
+        rate_rad_s=_joint_values(msg, "velocity", WHEEL_JOINTS),
+        torque_n_m=_joint_values(msg, "effort", WHEEL_JOINTS),
+    )
+
+
+def msg_to_steering(msg: Any, receive_ns: int) -> SteeringSample:
+    """sensor_msgs/JointState -> SteeringSample (joint ``STEERING_JOINT``, position)."""
+    angle = _joint_values(msg, "position", (STEERING_JOINT,))[0]
+    if STEERING_JOINT not in msg.name or math.isnan(angle):
+        raise IoError(f"JointState has no position for joint {STEERING_JOINT} "
+                      f"(joints: {', '.join(msg.name) or 'none'})")
+    return SteeringSample(
+        stamp_ns=stamp_to_ns(msg.header.stamp),
+        receive_ns=int(receive_ns),
+        steering_wheel_angle_rad=float(angle),
+    )
+
+
+_FROM_MSG: dict[str, Callable[[Any, int], Any]] = {
+    "imu": msg_to_imu,
+    "gnss_fix": msg_to_gnss_fix,
+    "gnss_velocity": msg_to_gnss_velocity,
+    "wheels": msg_to_wheels,
+    "steering": msg_to_steering,
+}
+
+
+def msg_to_sample(kind: str, msg: Any, receive_ns: int) -> Any:
+    """Message of sensor stream ``kind`` (see ``SENSOR_MSGTYPES``) -> sample record."""
+    try:
+        convert = _FROM_MSG[kind]
+    except KeyError:
+        raise IoError(f"unknown sensor stream {kind!r}; known: {', '.join(_FROM_MSG)}") from None
+    return convert(msg, receive_ns)
+
+
+# --- ground truth -> messages ----------------------------------------------------------
+
+def quaternion_to_matrix(wxyz: np.ndarray) -> np.ndarray:
+    """Rotation matrix (3, 3) of a quaternion (w, x, y, z); normalised first."""
+    w, x, y, z = np.asarray(wxyz, dtype=np.float64) / np.linalg.norm(wxyz)
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+class TruthFrames(NamedTuple):
+    """Frame ids of the truth topics (REP-105)."""
+
+    odom: str = ODOM_FRAME  # the local ENU frame of the simulation
+    base: str = BASE_FRAME
+
+
+def truth_stamp_ns(truth: TruthSample, epoch_ns: int = 0) -> int:
+    """Stamp of a truth sample: ``epoch_ns + round(t_s * 1e9)``."""
+    return int(epoch_ns) + int(round(float(truth.t_s) * _NS))
+
+
+def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = None,
+                  frames: TruthFrames = TruthFrames()) -> dict[str, tuple[str, Any]]:
+    """One truth sample -> ``{kind: (message type, message)}`` for every kind of ``TRUTH_TOPICS``."""
+    store = store or typestore()
+    types = store.types
+    header_odom = _header(store, stamp_ns, frames.odom)
+    header_base = _header(store, stamp_ns, frames.base)
+    q = _array(truth.orientation_wxyz, (4,), "TruthSample.orientation_wxyz")
+    rotation = quaternion_to_matrix(q)  # base_link -> ENU
+    v_enu = _array(truth.velocity_enu_m_s, (3,), "TruthSample.velocity_enu_m_s")
+    v_body = rotation.T @ v_enu
+    omega = _array(truth.angular_velocity_body_rad_s, (3,), "TruthSample.angular_velocity_body_rad_s")
+    position = _array(truth.position_enu_m, (3,), "TruthSample.position_enu_m")
+
+    odometry = types[ODOMETRY](
+        header=header_odom,
+        child_frame_id=frames.base,
+        pose=types["geometry_msgs/msg/PoseWithCovariance"](
+            pose=types["geometry_msgs/msg/Pose"](
+                position=types["geometry_msgs/msg/Point"](
+                    x=float(position[0]), y=float(position[1]), z=float(position[2])),
+                orientation=types["geometry_msgs/msg/Quaternion"](
+                    x=float(q[1]), y=float(q[2]), z=float(q[3]), w=float(q[0])),
+            ),
+            covariance=np.zeros(36),
+        ),
+        twist=types["geometry_msgs/msg/TwistWithCovariance"](
+            twist=types["geometry_msgs/msg/Twist"](
+                linear=_vector3(store, v_body, "twist.linear"),
+                angular=_vector3(store, omega, "twist.angular")),
+            covariance=np.zeros(36),
+        ),
+    )
+
+    forces = _array(truth.tire_force_n, (4, 3), "TruthSample.tire_force_n")
+    contacts = _array(truth.contact_point_base_m, (4, 3), "TruthSample.contact_point_base_m")
+    slip_ratio = _array(truth.slip_ratio, (4,), "TruthSample.slip_ratio")
+    slip_angle = _array(truth.slip_angle_rad, (4,), "TruthSample.slip_angle_rad")
+    wheel_force = types[WHEEL_FORCE]
+    point = types["geometry_msgs/msg/Point"]
+    tire_forces = types[TIRE_FORCES](
+        header=header_base,
+        wheels=[
+            wheel_force(
+                name=name,
+                fx_n=float(forces[i, 0]), fy_n=float(forces[i, 1]), fz_n=float(forces[i, 2]),
+                slip_ratio=float(slip_ratio[i]), slip_angle_rad=float(slip_angle[i]),
+                contact_point=point(x=float(contacts[i, 0]), y=float(contacts[i, 1]),
+                                    z=float(contacts[i, 2])),
+                fx_sigma_n=0.0, fy_sigma_n=0.0, fz_sigma_n=0.0,
+            )
+            for i, name in enumerate(WHEELS)
+        ],
+    )
+
+    parameters = types[VEHICLE_PARAMETERS](
+        header=header_base,
+        mass_kg=float(truth.mass_kg), mass_sigma_kg=0.0,
+        friction_coefficient=float(truth.friction_coefficient), friction_sigma=0.0,
+        converged=True, estimator="truth",
+    )
+
+    # ZYX (yaw-pitch-roll) angles of base_link w.r.t. ENU.
+    pitch = math.asin(max(-1.0, min(1.0, -rotation[2, 0])))
+    roll = math.atan2(rotation[2, 1], rotation[2, 2])
+    state = types[OBSERVER_STATE](
+        header=header_base,
+        sideslip_rad=math.atan2(v_body[1], v_body[0]),
+        roll_rad=roll,
+        pitch_rad=pitch,
+        yaw_rate_rad_s=float(omega[2]),
+        speed_m_s=float(math.hypot(v_enu[0], v_enu[1])),
+        suspension_travel_m=_array(truth.suspension_travel_m, (4,), "TruthSample.suspension_travel_m").copy(),
+        wheel_speed_rad_s=_array(truth.wheel_rate_rad_s, (4,), "TruthSample.wheel_rate_rad_s").copy(),
+        body_acceleration_m_s2=_vector3(
+            store, rotation.T @ _array(truth.acceleration_enu_m_s2, (3,), "TruthSample.acceleration_enu_m_s2"),
+            "body_acceleration"),
+        nis_sensor_names=[],
+        nis=np.zeros(0),
+    )
+    return {
+        "odometry": (ODOMETRY, odometry),
+        "tire_forces": (TIRE_FORCES, tire_forces),
+        "parameters": (VEHICLE_PARAMETERS, parameters),
+        "state": (OBSERVER_STATE, state),
+    }

@@ -1,0 +1,207 @@
+"""Recording a simulated run into a rosbag2: the body of ``state-observer simulate``.
+
+``record_run`` writes what ``state_observer.sim.run.simulate`` yields: the truth topics every
+model step and every sensor sample at its receive time. ``simulate_command`` adds argument
+checks, a progress line on stderr, the one-line summary on stdout and one-line errors, and
+returns the exit code. The partial bag is kept (and readable) on any failure or interrupt.
+"""
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import math
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable
+
+from state_observer.io.bag import BagWriter, IoError
+from state_observer.io.convert import truth_stamp_ns
+
+if TYPE_CHECKING:
+    from state_observer.sim.truth import TruthSample
+
+PROG = "state-observer simulate"
+
+
+def record_run(run: Iterable[tuple[TruthSample, list]], writer: BagWriter,
+               truth_epoch_ns: int = 0, on_step: Callable[[float], None] | None = None) -> float:
+    """Write each step of ``run`` to an open ``writer``; returns the last simulated time (s).
+
+    Truth is stamped and logged at ``truth_epoch_ns + round(t_s * 1e9)``; sample records keep
+    their own stamps (sim/sensors.py uses the same origin) and are logged at ``receive_ns``.
+    Samples are held back until the truth time reaches their receive time, so the bag is
+    written in log-time order; on a failure the held-back samples are still written.
+    """
+    pending: list[tuple[int, int, Any]] = []  # heap of (receive_ns, sequence, sample)
+    sequence = itertools.count()
+    t_s = math.nan
+
+    def flush(until_ns: int | None) -> None:
+        while pending and (until_ns is None or pending[0][0] <= until_ns):
+            writer.write_sample(heapq.heappop(pending)[2])
+
+    try:
+        for truth, samples in run:
+            t_s = float(truth.t_s)
+            writer.write_truth(truth, truth_epoch_ns)
+            for sample in samples:
+                heapq.heappush(pending, (int(sample.receive_ns), next(sequence), sample))
+            flush(truth_stamp_ns(truth, truth_epoch_ns))
+            if on_step is not None:
+                on_step(t_s)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            flush(None)
+        raise
+    flush(None)
+    return t_s
+
+
+class ProgressLine:
+    """``progress(t_s, total_s)`` callback: one updating line on a terminal, else a line per 10 %."""
+
+    def __init__(self, stream: IO[str], label: str, min_interval_s: float = 0.2) -> None:
+        self.stream = stream
+        self.label = label
+        self.min_interval_s = min_interval_s
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self._first: tuple[float, float] | None = None  # (wall time, simulated time) of the first call
+        self._last_shown = -math.inf
+        self._last_decile = -1
+        self._width = 0
+
+    def __call__(self, t_s: float, total_s: float) -> None:
+        now = time.monotonic()
+        if self._first is None:  # real-time factor of the stepping, without the model set-up
+            self._first = (now, t_s)
+        elapsed = now - self._first[0]
+        rtf = (t_s - self._first[1]) / elapsed if elapsed > 0 else math.nan
+        line = (f"{self.label}: {t_s:.2f} / {total_s:.2f} s simulated, "
+                f"real-time factor {rtf:.2f}")
+        if self.tty:
+            if now - self._last_shown < self.min_interval_s and t_s < total_s:
+                return
+            self._last_shown = now
+            self._width = max(self._width, len(line))
+            self.stream.write("\r" + line.ljust(self._width))
+            self.stream.flush()
+        else:
+            decile = int(10 * t_s / total_s) if total_s > 0 else 10
+            if decile > self._last_decile:
+                self._last_decile = decile
+                self.stream.write(line + "\n")
+                self.stream.flush()
+
+    def finish(self) -> None:
+        """End the updating line (terminal only)."""
+        if self.tty and self._width:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._width = 0
+
+
+class _Terminated(BaseException):
+    """SIGTERM during recording: unwinds like Ctrl-C so that the bag is closed."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+def simulate_command(manoeuvre: str, out: str | Path, *, vehicle: str | Path | None = None,
+                     sensors: str | Path | None = None, duration_s: float | None = None,
+                     seed: int = 0, force: bool = False, storage: str = "sqlite3",
+                     stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
+    """Simulate ``manoeuvre`` and record it to the bag ``out``; the process exit code.
+
+    0 on success (summary on stdout); 1 on a failure, 2 on a bad argument, 130/143 on
+    SIGINT/SIGTERM, each with one line on stderr. A partial bag is closed and kept.
+    Set STATE_OBSERVER_TRACEBACK=1 to also print the traceback of a failure.
+    """
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+
+    def fail(message: str, code: int = 1) -> int:
+        print(f"{PROG}: error: {message}", file=stderr)
+        return code
+
+    try:
+        from state_observer.sim.run import MANOEUVRES, simulate
+    except ImportError as exc:
+        return fail(f"the simulator (state_observer.sim.run) is not available: {exc}")
+    if manoeuvre not in MANOEUVRES:
+        return fail(f"unknown manoeuvre {manoeuvre!r}; valid: {', '.join(MANOEUVRES)}", 2)
+    for what, path in (("vehicle", vehicle), ("sensors", sensors)):
+        if path is not None and not Path(path).is_file():
+            return fail(f"{path}: no such {what} file", 2)
+    if duration_s is not None and not (math.isfinite(duration_s) and duration_s > 0):
+        return fail(f"--duration must be a positive number of seconds, got {duration_s}", 2)
+
+    from state_observer import __version__
+
+    provenance = {
+        "state_observer.version": __version__,
+        "state_observer.command": "simulate",
+        "state_observer.manoeuvre": manoeuvre,
+        "state_observer.vehicle": str(vehicle) if vehicle is not None else "default",
+        "state_observer.sensors": str(sensors) if sensors is not None else "default",
+        "state_observer.duration_s": "default" if duration_s is None else repr(float(duration_s)),
+        "state_observer.seed": str(seed),
+    }
+    try:
+        writer = BagWriter(out, overwrite=force, storage=storage, custom_data=provenance)
+    except IoError as exc:
+        return fail(str(exc))
+
+    progress = ProgressLine(stderr, f"simulate {manoeuvre}")
+    last_t = [math.nan]
+    start = time.monotonic()
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    code = 0
+    message = ""
+    try:
+        with writer:
+            run = simulate(manoeuvre, vehicle_path=vehicle, sensors_path=sensors,
+                           duration_s=duration_s, seed=seed, progress=progress)
+            record_run(run, writer, on_step=lambda t: last_t.__setitem__(0, t))
+    except KeyboardInterrupt:
+        code, message = 130, "interrupted"
+    except _Terminated:
+        code, message = 143, "terminated"
+    except Exception as exc:  # noqa: BLE001 - the command's one-line report of any failure
+        if os.environ.get("STATE_OBSERVER_TRACEBACK") == "1":
+            import traceback
+
+            traceback.print_exc(file=stderr)
+        code, message = 1, (str(exc) if isinstance(exc, IoError) else f"{type(exc).__name__}: {exc}")
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+        progress.finish()
+    wall_s = time.monotonic() - start
+    t_s = last_t[0]
+
+    if code:
+        where = f" at t = {t_s:.3f} s" if math.isfinite(t_s) else ""
+        if writer.message_count == 0 and writer.path.exists():
+            shutil.rmtree(writer.path, ignore_errors=True)  # our own empty bag: nothing to keep
+            kept = "; no bag written"
+        else:
+            kept = f"; partial bag kept: {writer.path} ({writer.message_count} messages)"
+        print(f"{PROG}: {'error: ' if code == 1 else ''}{message}{where}{kept}", file=stderr)
+        return code
+
+    counts = writer.counts
+    rtf = t_s / wall_s if wall_s > 0 and math.isfinite(t_s) else math.nan
+    per_topic = ", ".join(f"{topic} {count}" for topic, count in counts.items())
+    print(f"wrote {writer.path} ({storage}): {len(counts)} topics, {writer.message_count} messages, "
+          f"{t_s:.3f} s simulated in {wall_s:.1f} s (real-time factor {rtf:.2f}); {per_topic}",
+          file=stdout)
+    return 0

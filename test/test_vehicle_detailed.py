@@ -1,0 +1,127 @@
+"""The detailed vehicle against hand calculations: statics, steady cornering, braking, high speed."""
+import math
+
+import numpy as np
+import pytest
+
+from state_observer.mbs import mass_properties
+from state_observer.sim.manoeuvres import MANOEUVRES, make_manoeuvre
+from state_observer.sim.run import run
+from state_observer.vehicle.description import load_vehicle
+from state_observer.vehicle.detailed import DetailedVehicle
+
+G = 9.81
+
+
+@pytest.fixture(scope="module")
+def desc():
+    from state_observer.paths import default_vehicle_path
+
+    return load_vehicle(default_vehicle_path())
+
+
+def drive(desc, manoeuvre, mu=None):
+    vehicle = DetailedVehicle(desc, mu=mu)
+    samples = list(run(vehicle, manoeuvre))
+    return vehicle, samples
+
+
+def test_static_wheel_loads_match_the_mass_distribution(desc):
+    vehicle = DetailedVehicle(desc)
+    vehicle.start(speed_m_s=0.0)
+    vehicle.set_inputs(0.0, np.zeros(4), np.zeros(4))
+    for _ in range(50):  # stays put
+        assert vehicle.step().success
+    truth = vehicle.truth()
+    mass, com = mass_properties(vehicle.model, vehicle.solver.q)
+    assert mass == pytest.approx(desc.total_mass_kg, rel=1e-9)
+    xf = desc.corners[0].wheel_centre_m[0]
+    xr = desc.corners[2].wheel_centre_m[0]
+    front_share = (com[0] - xr) / (xf - xr)  # lever rule with the centre of mass of every body
+    fz = truth.tire_force_n[:, 2]
+    assert fz.sum() == pytest.approx(mass * G, rel=1e-3)
+    np.testing.assert_allclose(fz[:2], 0.5 * front_share * mass * G, rtol=0.01)
+    np.testing.assert_allclose(fz[2:], 0.5 * (1 - front_share) * mass * G, rtol=0.01)
+    assert np.linalg.norm(truth.velocity_enu_m_s) < 1e-3
+
+
+def bicycle_steady_state(desc, vehicle, speed, delta_f, delta_r):
+    """Linear single-track model with the same axle cornering stiffnesses: yaw rate and CoM sideslip."""
+    mass, com = mass_properties(vehicle.model, vehicle.q_static)
+    xf = np.mean([c.wheel_centre_m[0] for c in desc.corners[:2]])
+    xr = np.mean([c.wheel_centre_m[0] for c in desc.corners[2:]])
+    a, b = xf - com[0], com[0] - xr
+    L = a + b
+    loads = vehicle.static_wheel_loads()
+    cf = sum(c.tire.cornering_stiffness_per_rad * fz for c, fz in zip(desc.corners[:2], loads[:2]))
+    cr = sum(c.tire.cornering_stiffness_per_rad * fz for c, fz in zip(desc.corners[2:], loads[2:]))
+    K = mass / L * (b / cf - a / cr)  # understeer gradient (rad s^2/m)
+    r = speed * (delta_f - delta_r) / (L + K * speed**2)
+    beta = b * r / speed + delta_r - mass * speed * r * a / (L * cr)
+    return r, beta, com
+
+
+def test_steady_circle_agrees_with_the_single_track_model(desc):
+    speed, radius = 10.0, 50.0  # 2 m/s^2: linear tires
+    vehicle, samples = drive(desc, make_manoeuvre("steady_circle", radius_m=radius, speed_m_s=speed, duration_s=20.0))
+    tail = samples[-1000:]  # last 4 s
+    yaw_rate = np.mean([s.angular_velocity_body_rad_s[2] for s in tail])
+    assert yaw_rate == pytest.approx(speed / radius, rel=0.03)  # it really drives the circle
+    angles = np.mean([vehicle.road_wheel_angles(q) for q in [vehicle.solver.q]], axis=0)
+    static = vehicle.road_wheel_angles(vehicle.q_static)
+    delta_f = np.mean(angles[:2] - static[:2])
+    delta_r = np.mean(angles[2:] - static[2:])
+    r_pred, beta_pred, com = bicycle_steady_state(desc, vehicle, speed, delta_f, delta_r)
+    betas = []
+    for s in tail:
+        w, x, y, z = s.orientation_wxyz
+        R = _matrix(s.orientation_wxyz)
+        v_body = R.T @ s.velocity_enu_m_s + np.cross(s.angular_velocity_body_rad_s, com)
+        betas.append(math.atan2(v_body[1], v_body[0]))
+    beta = np.mean(betas)
+    assert yaw_rate == pytest.approx(r_pred, rel=0.10)
+    assert beta == pytest.approx(beta_pred, rel=0.10)
+    assert abs(beta) > 2e-3  # a real sideslip, not a trivially small one
+
+
+def _matrix(q):
+    w, x, y, z = q
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+def test_straight_braking_on_mu_08_peaks_near_08_g(desc):
+    vehicle, samples = drive(desc, make_manoeuvre("accelerate_brake", top_speed_m_s=25.0, duration_s=14.0, mu=0.8))
+    t = np.array([s.t_s for s in samples])
+    speed = np.array([np.linalg.norm(s.velocity_enu_m_s[:2]) for s in samples])
+    window = 0.25  # s: deceleration over a quarter second, past the pitch transient's ringing
+    k = int(round(window / 0.004))
+    decel = -(speed[k:] - speed[:-k]) / (t[k:] - t[:-k])
+    moving = speed[k:] > 2.0
+    peak = decel[moving].max()
+    assert peak == pytest.approx(0.8 * G, rel=0.05)
+    assert speed[-1] < 0.05  # it stopped
+    assert vehicle.max_position_violation < 1e-6
+
+
+def test_straight_at_40_m_s_for_30_s(desc):
+    vehicle, samples = drive(desc, make_manoeuvre("straight", speed_m_s=40.0, duration_s=30.0))
+    speed = np.array([np.linalg.norm(s.velocity_enu_m_s[:2]) for s in samples])
+    assert samples[-1].t_s == pytest.approx(30.0)
+    assert np.all(np.abs(speed[2500:] - 40.0) < 0.5)
+    assert abs(samples[-1].position_enu_m[1]) < 0.5  # on its lane
+    assert np.all(np.isfinite(vehicle.solver.q))
+    assert vehicle.max_position_violation < 1e-6
+
+
+@pytest.mark.parametrize("name", [n for n in MANOEUVRES if n != "straight"])
+def test_every_manoeuvre_runs_within_constraint_tolerance(desc, name):
+    vehicle, samples = drive(desc, make_manoeuvre(name))
+    assert samples[-1].t_s == pytest.approx(make_manoeuvre(name).duration_s)
+    assert vehicle.max_position_violation < 1e-6
+    assert vehicle.max_velocity_violation < 1e-3
+    fz = np.array([s.tire_force_n[:, 2] for s in samples])
+    assert np.all(fz >= 0.0) and np.all(np.isfinite(fz))
