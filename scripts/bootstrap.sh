@@ -45,6 +45,8 @@ else
 fi
 
 # --- .venv --------------------------------------------------------------------------
+# With scripts/env.sh sourced, python3.11 on PATH is .venv's own: use the interpreter it was made from.
+base_python=$("$base_python" -c 'import sys; print(getattr(sys, "_base_executable", sys.executable))')
 venv_key="$mode $("$base_python" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
 pip_key="$venv_key $requirements $(cat scripts/requirements*.txt | sha256sum)"
 

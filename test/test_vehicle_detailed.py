@@ -104,7 +104,7 @@ def test_straight_braking_on_mu_08_peaks_near_08_g(desc):
     peak = decel[moving].max()
     assert peak == pytest.approx(0.8 * G, rel=0.05)
     assert speed[-1] < 0.05  # it stopped
-    assert vehicle.max_position_violation < 1e-6
+    assert vehicle.max_position_violation < 1e-7
 
 
 def test_straight_at_40_m_s_for_30_s(desc):
@@ -114,14 +114,14 @@ def test_straight_at_40_m_s_for_30_s(desc):
     assert np.all(np.abs(speed[2500:] - 40.0) < 0.5)
     assert abs(samples[-1].position_enu_m[1]) < 0.5  # on its lane
     assert np.all(np.isfinite(vehicle.solver.q))
-    assert vehicle.max_position_violation < 1e-6
+    assert vehicle.max_position_violation < 1e-7
 
 
 @pytest.mark.parametrize("name", [n for n in MANOEUVRES if n != "straight"])
 def test_every_manoeuvre_runs_within_constraint_tolerance(desc, name):
     vehicle, samples = drive(desc, make_manoeuvre(name))
     assert samples[-1].t_s == pytest.approx(make_manoeuvre(name).duration_s)
-    assert vehicle.max_position_violation < 1e-6
+    assert vehicle.max_position_violation < 1e-7
     assert vehicle.max_velocity_violation < 1e-3
     fz = np.array([s.tire_force_n[:, 2] for s in samples])
     assert np.all(fz >= 0.0) and np.all(np.isfinite(fz))

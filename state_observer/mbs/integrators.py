@@ -105,6 +105,9 @@ class ALI3P:
     alpha : penalty factor, scalar or (m,) (Sanjurjo 2016 App. A: 1e7-1e9).
     tol : Newton-Raphson tolerance on the error left in q (2-norm, MBDE: 1e-10): |dq| of the last
         iteration, or theta/(1 - theta) |dq| once the contraction rate theta is seen to be below 1/2.
+        Iterations that stop contracting (theta > 0.9) within 10 tol max(1, |q|_inf) are at the
+        round-off floor of the penalty system (it grows with the size of the coordinates, e.g. a car
+        1 km from the origin) and are accepted.
     max_iter : iteration cap per step.
     accept_unconverged : for real time: take the iterate reached at the cap as the step
         (success is still True, the message says so).
@@ -210,7 +213,8 @@ class ALI3P:
             # IV.8): theta/(1 - theta) |dq| with theta = |dq_i| / |dq_i-1|; plain |dq| at first
             rate = norm_dq / previous if it > 1 else 1.0
             left = norm_dq * rate / (1.0 - rate) if rate < 0.5 else norm_dq
-            if left <= self.tol:
+            if left <= self.tol or (rate > 0.9 and norm_dq <= 10.0 * self.tol * max(1.0, abs(q).max())):
+                # the second case: iterations stagnate at the round-off floor just above tol
                 converged = True
                 break
             if not math.isfinite(norm_dq):
@@ -219,6 +223,11 @@ class ALI3P:
             why = "non-finite iterate (singular tangent matrix?)" if not math.isfinite(norm_dq) else f"|dq| = {norm_dq:.3g} > tol {self.tol:.3g}"
             self.last = StepResult(False, it, f"Newton-Raphson failed at t = {t1:.6g} s after {it} iterations: {why}", math.nan, math.nan)
             return self.last
+        # multiplier update with Phi at the accepted iterate (eq. 3.43), linearised: Phi is quadratic, so
+        # Phi(q) = Phi_last - Phi_q dq up to O(|dq|^2). Without it a step that converges in one
+        # iteration never updates lambda* and the constraints drift by (lambda - lambda*) / alpha.
+        phi_final = cs.phi - J @ dq
+        h_lam += ha * phi_final
         # projections with the factorised tangent (eqs. 3.50-3.51). They must use the Phi_q that is
         # inside the factorised A: mixing in Phi_q of the final iterate leaks dt^2/4 alpha dPhi_q terms,
         # O(1e7) times larger than the step, into the free directions.
@@ -236,7 +245,7 @@ class ALI3P:
             element.commit(q, qd, t1)
         self.n_steps += 1
         self.n_iterations += it
-        pos = float(abs(cs.phi - J @ dq).max(initial=0.0))  # Phi(q) is quadratic: exact to O(|dq|^2)
+        pos = float(abs(phi_final).max(initial=0.0))
         vel = float(abs(J @ qd + cs.phi_t).max(initial=0.0))
         msg = "converged" if converged else f"iteration limit {self.max_iter} reached (|dq| = {norm_dq:.3g})"
         self.last = StepResult(True, it, msg, pos, vel)

@@ -88,7 +88,7 @@ class DetailedVehicle:
     ``step()``; ``mu`` is the road friction coefficient (may change at any time).
     """
 
-    def __init__(self, desc, road=None, mu: float | None = None, dt_s: float = 0.004, alpha: float = 1e11, tol: float = 1e-10, max_iter: int = 20):
+    def __init__(self, desc, road=None, mu: float | None = None, dt_s: float = 0.004, alpha: float = 1e11, tol: float = 3e-10, max_iter: int = 20):
         self.desc = desc
         self.road = road if road is not None else FlatRoad()
         self.dt_s = dt_s
