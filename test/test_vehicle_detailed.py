@@ -125,3 +125,70 @@ def test_every_manoeuvre_runs_within_constraint_tolerance(desc, name):
     assert vehicle.max_velocity_violation < 1e-3
     fz = np.array([s.tire_force_n[:, 2] for s in samples])
     assert np.all(fz >= 0.0) and np.all(np.isfinite(fz))
+
+
+def _forces(model, element, q, qd, t=0.5):
+    n = model.n
+    Q, K, C = np.zeros(n), np.zeros((n, n)), np.zeros((n, n))
+    element.accumulate(q, qd, t, Q, K, C)
+    return Q, K, C
+
+
+def _fd(fun, x, h=1e-6):
+    cols = []
+    for j in range(len(x)):
+        e = np.zeros_like(x)
+        e[j] = h
+        cols.append((fun(x + e) - fun(x - e)) / (2 * h))
+    return np.column_stack(cols)
+
+
+def test_chassis_load_jacobians_match_finite_differences(desc):
+    from state_observer.vehicle.chassis_loads import _AeroDrag, _AntiRollBar
+
+    vehicle = DetailedVehicle(desc)
+    model = vehicle.model
+    q, qd = vehicle.initial_state(speed_m_s=25.0)
+    rng = np.random.default_rng(3)
+    q = q + 1e-3 * rng.standard_normal(model.n)  # off the design: the bar is twisted
+    qd = qd + 0.1 * rng.standard_normal(model.n)
+    elements = [f for f in model.forces if isinstance(f, (_AeroDrag, _AntiRollBar))]
+    assert {type(e) for e in elements} == {_AeroDrag, _AntiRollBar}
+    for element in elements:
+        _, K, C = _forces(model, element, q, qd)
+        if isinstance(element, _AntiRollBar):
+            assert np.abs(K).max() > 0
+            np.testing.assert_allclose(K, -_fd(lambda x: _forces(model, element, x, qd)[0], q), rtol=1e-5, atol=1e-3)
+        np.testing.assert_allclose(C, -_fd(lambda x: _forces(model, element, q, x)[0], qd), rtol=1e-5, atol=1e-3)
+
+
+def test_wheel_load_damping_matches_finite_differences(desc):
+    """The tire/brake damping matrix is exact; the stiffness keeps the vertical tire spring (checked there)."""
+    vehicle = DetailedVehicle(desc)
+    model = vehicle.model
+    q, qd = vehicle.initial_state(speed_m_s=15.0)
+    rng = np.random.default_rng(5)
+    qd = qd + 0.2 * rng.standard_normal(model.n)
+    wheels = vehicle.wheels
+    wheels.start(q, qd, 0.0)
+    wheels.brake_torque_n_m = np.array([300.0, 300.0, 100.0, 100.0])
+    _, K, C = _forces(model, wheels, q, qd, t=0.004)
+    C_fd = -_fd(lambda x: _forces(model, wheels, q, x, t=0.004)[0], qd)
+    assert np.abs(C).max() > 1e3
+    np.testing.assert_allclose(C, C_fd, rtol=1e-4, atol=1e-2 * np.abs(C).max() * 1e-3)
+    K_fd = -_fd(lambda x: _forces(model, wheels, x, qd, t=0.004)[0], q)
+    z = model.indices([f"C_{w}.z" for w in ("fl", "fr", "rl", "rr")])
+    np.testing.assert_allclose(np.diag(K)[z], np.diag(K_fd)[z], rtol=0.05)
+
+
+def test_runs_the_same_on_a_flat_mesh_road(desc):
+    from state_observer.vehicle.road import MeshRoad
+
+    mesh = MeshRoad.grid((-20.0, 200.0), (-30.0, 30.0), 2.0)
+    runs = []
+    for road in (None, mesh):
+        vehicle = DetailedVehicle(desc, road=road)
+        samples = list(run(vehicle, make_manoeuvre("step_steer", duration_s=4.0)))
+        runs.append(samples[-1])
+    np.testing.assert_allclose(runs[0].position_enu_m, runs[1].position_enu_m, atol=1e-6)
+    np.testing.assert_allclose(runs[0].tire_force_n, runs[1].tire_force_n, atol=1e-3)

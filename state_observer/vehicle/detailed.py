@@ -45,6 +45,7 @@ from ..mbs import (
 )
 from ..sim.truth import TruthSample
 from ..mbs.errors import ModelError
+from .chassis_loads import AeroDrag, AntiRollBar
 from .road import FlatRoad
 from .tire import TireParameters
 from .wheel_loads import WheelLoads, WheelSpec
@@ -99,6 +100,7 @@ class DetailedVehicle:
         self._chassis(b)
         self._rack(b)
         specs = [self._corner(b, i, corner) for i, corner in enumerate(desc.corners)]
+        self._axle_loads(b)
         tire = TireParameters.stack([tire_parameters(c) for c in desc.corners])
         self.wheels = WheelLoads(specs, tire, self.road, "chassis", mu=desc.corners[0].tire.friction_coefficient if mu is None else mu)
         # brake torque T_b tanh(Omega/eps): with eps below T_b dt / I_spin the locking wheel's Newton
@@ -213,6 +215,17 @@ class DetailedVehicle:
         b.add_force(spring)
         b.angle(f"th_{name}", 0.0, inertia=wheel.spin_inertia_kg_m2)
         return WheelSpec(name, pc, pw, f"th_{name}", pk, wheel.unloaded_radius_m, wheel.dynamic_radius_m)
+
+    def _axle_loads(self, b: ModelBuilder) -> None:
+        """Anti-roll bars (per axle, optional) and aerodynamic drag (optional)."""
+        corners = self.desc.corners
+        for left, right in ((0, 1), (2, 3)):
+            k = corners[left].anti_roll_bar_n_per_m
+            if k:
+                b.add_force(AntiRollBar(f"C_{WHEELS[left]}", f"C_{WHEELS[right]}", "p0", "ez", k))
+        aero = self.desc.aerodynamics
+        if aero is not None:
+            b.add_force(AeroDrag(BodyPoint("chassis", tuple(np.asarray(aero.centre_of_pressure_m, float))), "ex", aero.drag_area_m2, aero.air_density_kg_m3))
 
     def _spring_force_indices(self) -> list[int]:
         offset = 1  # gravity is inserted first by the builder

@@ -187,12 +187,17 @@ class WheelLoads:
         dom[:, -1] = 1.0
         dfx = out.dfx_dvx[:, None] * dvx + out.dfx_dvy[:, None] * dvy + out.dfx_domega[:, None] * dom
         dfy = out.dfy_dvx[:, None] * dvx + out.dfy_dvy[:, None] * dvy + out.dfy_domega[:, None] * dom
+        load_dir = ex * out.dfx_dfz[:, None] + ey * out.dfy_dfz[:, None] + nrm  # dF/dFz (load sensitivity)
         dfz_dqd = out.dfz_dxidot[:, None] * dxi
-        dF_dqd = ex[:, :, None] * dfx[:, None, :] + ey[:, :, None] * dfy[:, None, :] + nrm[:, :, None] * dfz_dqd[:, None, :]
+        dF_dqd = ex[:, :, None] * dfx[:, None, :] + ey[:, :, None] * dfy[:, None, :] + load_dir[:, :, None] * dfz_dqd[:, None, :]
         dfz_dq = out.dfz_dxi[:, None] * dxi
-        dF_dq = (ex * out.dfx_dfz[:, None] + ey * out.dfy_dfz[:, None] + nrm)[:, :, None] * dfz_dq[:, None, :]
+        dF_dq = load_dir[:, :, None] * dfz_dq[:, None, :]
         Cw = -np.einsum("wjk,wjl->wkl", J, dF_dqd)
         Kw = -np.einsum("wjk,wjl->wkl", J, dF_dq)
+        # rolling resistance torque on the spin: T_rr(Omega, Fz)
+        Cw[:, -1, :] -= out.drolling_torque_dfz[:, None] * dfz_dqd
+        Cw[:, -1, -1] -= out.drolling_torque_domega
+        Kw[:, -1, :] -= out.drolling_torque_dfz[:, None] * dfz_dq
         sech2 = 1.0 - np.tanh(omega / self.brake_spin_eps_rad_s) ** 2
         Cw[:, -1, -1] += self.brake_torque_n_m * sech2 / self.brake_spin_eps_rad_s
         for i in range(4):
