@@ -20,6 +20,7 @@ from state_observer.mbs import (
     Revolute,
     Spherical,
     SpringDamper,
+    SpringDampers,
     generalized_forces,
 )
 
@@ -89,6 +90,7 @@ def planar_model():
         Prismatic(BodyPoint("tri", (0, 0)), BodyPoint("block", (0, 0)), BodyVector("tri", (1, 0)), BodyVector("block", (1, 0)), BodyVector("tri", (0, 1)), BodyVector("block", (0, 1)))
     )
     b.add_force(SpringDamper("A", "S", 40.0, 2.0, 1.5))
+    b.add_force(SpringDampers((SpringDamper("R", "S", 30.0, 1.0, 0.8, preload=2.0), SpringDamper(BodyPoint("tri", (0.5, 0.5)), "P", 55.0, 3.0, 0.2))))
     b.add_force(BodyTorque("tri", lambda t: 1.5 + t))
     return b.build()
 
@@ -193,6 +195,31 @@ def test_mass_matrix_gives_rigid_body_kinetic_energy():
     vG = v0 + np.cross(omega, com)
     expected = 0.5 * 5.0 * vG @ vG + 0.5 * omega @ I_local @ omega
     assert 0.5 * qd @ model.mass @ qd == pytest.approx(expected, rel=1e-12)
+
+
+def test_spring_set_equals_the_springs_one_by_one():
+    def two_bars(grouped):
+        b = ModelBuilder(dim=2, name="bars")
+        b.fixed_point("A", (0.0, 0.0))
+        b.point("P", (1.0, 0.1))
+        b.point("R", (1.2, 1.0))
+        b.bar("b1", "A", "P", mass=1.0)
+        b.bar("b2", "P", "R", mass=2.0)
+        springs = (SpringDamper("A", "R", 30.0, 1.0, 0.8, preload=2.0), SpringDamper(BodyPoint("b2", (0.5, 0.0)), "A", 55.0, 3.0, 0.2))
+        for f in ((SpringDampers(springs),) if grouped else springs):
+            b.add_force(f)
+        return b.build()
+
+    grouped, separate = two_bars(True), two_bars(False)
+    q, qd, _ = random_state(grouped)
+    results = []
+    for model in (grouped, separate):
+        n = model.n
+        Q, K, C = np.zeros(n), np.zeros((n, n)), np.zeros((n, n))
+        generalized_forces(model, q, qd, 0.0, Q, K, C)
+        results.append((Q, K, C, sum(f.potential(q) for f in model.forces)))
+    for a, b in zip(results[0], results[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
 def test_planar_bar_mass_matrix_is_the_textbook_one():

@@ -2,7 +2,7 @@
 
 Each definition is compiled against the model into an object with
 ``accumulate(q, qd, t, Q, K, C)`` that adds its contribution in place (K and C are
-(n, n) arrays).  The signs make K and C positive for a stabilising spring-damper,
+(n, n) arrays, or both None when only Q is wanted).  The signs make K and C positive for a stabilising spring-damper,
 as they enter the tangent matrix M + dt/2 C + dt^2/4 (Phi_q^T alpha Phi_q + K)
 (Sanjurjo 2016 eq. 3.49).
 """
@@ -107,11 +107,72 @@ class _SpringDamper:
         f = self.k * (length - self.l0) + self.c * rate + self.f0
         J = n @ self.Gc  # dl/dq on the touched columns
         Q[self.cols] -= f * J
+        if K is None:
+            return
         # with P = (I - n n^T) / l:  d2l/dq2 = Gc^T P Gc,  d(rate)/dq = dd^T P Gc
         drate_dq = (dd @ self.Gc - (dd @ n) * J) / length
         JJ = np.outer(J, J)
         K[self.ix] += np.outer(J, self.k * J + self.c * drate_dq) + (f / length) * (self.GG - JJ)
         C[self.ix] += self.c * JJ
+
+
+@dataclass(frozen=True)
+class SpringDampers:
+    """Several :class:`SpringDamper` evaluated together (vectorised); ``f0`` of the compiled set is an array."""
+
+    springs: tuple
+
+    def compile(self, ctx):
+        parts = [sd.compile(ctx) for sd in self.springs]
+        return _SpringDamperSet(parts)
+
+
+class _SpringDamperSet:
+    stiff = True
+    state_dependent = True
+
+    def __init__(self, parts: list):
+        self.cols = np.unique(np.concatenate([p.cols for p in parts]))
+        n1 = parts[0].Dh.shape[1]
+        self.D = np.array([p.Dh[:, self.cols] for p in parts])  # (S, 3, k)
+        self.dc = np.array([p.Dh[:, n1 - 1] for p in parts])  # (S, 3)
+        self.GG = np.einsum("sjk,sjl->skl", self.D, self.D)
+        self.k = np.array([p.k for p in parts])
+        self.c = np.array([p.c for p in parts])
+        self.l0 = np.array([p.l0 for p in parts])
+        self.f0 = np.array([p.f0 for p in parts], dtype=float)
+        self.ix = np.ix_(self.cols, self.cols)
+
+    def state(self, q, qd):
+        """Lengths (S,), rates (S,), unit directions (S, 3), rate vectors (S, 3)."""
+        d = np.einsum("sjk,k->sj", self.D, q[self.cols]) + self.dc
+        dd = np.einsum("sjk,k->sj", self.D, qd[self.cols])
+        length = np.sqrt(np.einsum("sj,sj->s", d, d))
+        if length.min() < 1e-12:
+            raise FloatingPointError("spring-damper endpoints coincide; direction undefined")
+        n = d / length[:, None]
+        return length, np.einsum("sj,sj->s", n, dd), n, dd
+
+    def forces(self, q, qd) -> np.ndarray:
+        """Tension of each spring-damper (N)."""
+        length, rate, _, _ = self.state(q, qd)
+        return self.k * (length - self.l0) + self.c * rate + self.f0
+
+    def potential(self, q):
+        length = self.state(q, np.zeros_like(q))[0]
+        return float(np.sum(0.5 * self.k * (length - self.l0) ** 2 + self.f0 * length))
+
+    def accumulate(self, q, qd, t, Q, K, C):
+        length, rate, n, dd = self.state(q, qd)
+        f = self.k * (length - self.l0) + self.c * rate + self.f0
+        J = np.einsum("sj,sjk->sk", n, self.D)  # dl/dq (S, k)
+        Q[self.cols] -= f @ J
+        if K is None:
+            return
+        drate = (np.einsum("sj,sjk->sk", dd, self.D) - np.einsum("sj,sj->s", dd, n)[:, None] * J) / length[:, None]
+        g = f / length
+        K[self.ix] += J.T @ (self.k[:, None] * J + self.c[:, None] * drate) + np.einsum("s,skl->kl", g, self.GG) - (J.T * g) @ J
+        C[self.ix] += (J.T * self.c) @ J
 
 
 # ----- applied loads -------------------------------------------------------------------------
@@ -183,7 +244,8 @@ class _BodyTorque:
                 if g == 0.0:
                     continue
                 Q += g * Bk.T @ (S @ (Bl @ q + self.cs[l]))
-                K -= g * Bk.T @ S @ Bl
+                if K is not None:
+                    K -= g * Bk.T @ S @ Bl
 
 
 @dataclass(frozen=True)
@@ -220,14 +282,19 @@ class _CoordinateForce:
     def accumulate(self, q, qd, t, Q, K, C):
         i = self.i
         Q[i] += float(_value(self.force, t)) - self.k * (q[i] - self.rest) - self.c * qd[i]
+        if K is None:
+            return
         K[i, i] += self.k
         C[i, i] += self.c
 
 
-def generalized_forces(model, q: np.ndarray, qd: np.ndarray, t: float, Q: np.ndarray, K: np.ndarray, C: np.ndarray) -> None:
-    """Fill Q (n,), K (n, n) and C (n, n) with the sum over the model's force elements."""
+def generalized_forces(model, q: np.ndarray, qd: np.ndarray, t: float, Q: np.ndarray, K: np.ndarray | None, C: np.ndarray | None) -> None:
+    """Fill Q (n,), K (n, n) and C (n, n) with the sum over the model's force elements.
+
+    With K and C None only Q is computed (elements skip their tangent terms)."""
     Q[:] = 0.0
-    K[:] = 0.0
-    C[:] = 0.0
+    if K is not None:
+        K[:] = 0.0
+        C[:] = 0.0
     for f in model.forces:
         f.accumulate(q, qd, t, Q, K, C)

@@ -200,9 +200,12 @@ class ALI3P:
             if it > 1:  # lambda*_{i+1} = lambda*_i + alpha Phi(q_{i+1}) (eq. 3.43), not with the predictor's Phi
                 h_lam += h_alpha_phi
             if state_forces:
-                generalized_forces(model, q, c1 * q + qd_hat, t1, Q, K, C)
+                # force stiffness and damping enter the tangent from the first iterate of the step only:
+                # they change little within a step and cost more than the forces themselves
+                first = it == 1
+                generalized_forces(model, q, c1 * q + qd_hat, t1, Q, K if first else None, C if first else None)
                 f_const = M @ (h * qdd_hat) - h * Q
-                if self._stiff:
+                if self._stiff and first:
                     W = M + (0.5 * dt) * C + h * K
             f = M @ q + f_const + J.T @ (h_alpha_phi + h_lam)
             lu = solver.factor(self._tangent(W, J))

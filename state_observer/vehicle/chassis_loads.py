@@ -55,6 +55,8 @@ class _AntiRollBar:
         delta, grad = self._delta(q[c])
         f = self.k * (delta - self.delta0)
         Q[c] -= f * grad
+        if K is None:
+            return
         (BL, _), (BR, _), (BE, _) = self.DL, self.DR, self.E
         H = (BL - BR).T @ BE
         K[np.ix_(c, c)] += self.k * np.outer(grad, grad) + f * (H + H.T)
@@ -94,5 +96,7 @@ class _AeroDrag:
         vx = ex @ v
         f = -self.coef * abs(vx) * vx
         Q[c] += self.BP.T @ (f * ex)
+        if C is None:
+            return
         g = ex @ self.BP  # d vx / d qd
         C[np.ix_(c, c)] += 2.0 * self.coef * abs(vx) * np.outer(g, g)

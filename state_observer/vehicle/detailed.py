@@ -36,6 +36,7 @@ from ..mbs import (
     ModelBuilder,
     PointDiff,
     SpringDamper,
+    SpringDampers,
     generalized_forces,
     mass_properties,
     point_velocity_field,
@@ -45,10 +46,11 @@ from ..mbs import (
 )
 from ..sim.truth import TruthSample
 from ..mbs.errors import ModelError
+from ..mbs.forces import _SpringDamperSet
 from .chassis_loads import AeroDrag, AntiRollBar
 from .road import FlatRoad
 from .tire import TireParameters
-from .wheel_loads import WheelLoads, WheelSpec
+from .wheel_loads import WheelLoads, WheelSpec, _cross
 
 GRAVITY_M_S2 = 9.81
 WHEELS = ("fl", "fr", "rl", "rr")
@@ -94,12 +96,13 @@ class DetailedVehicle:
         self.road = road if road is not None else FlatRoad()
         self.dt_s = dt_s
         self.rack_input = Input(0.0)
-        self.springs: list = []  # (corner index, definition)
+        self.springs: list = []  # one SpringDamper definition per corner, fl fr rl rr
         b = ModelBuilder(dim=3, gravity=(0.0, 0.0, -GRAVITY_M_S2), name=f"{desc.name}_detailed")
         self._b = b
         self._chassis(b)
         self._rack(b)
         specs = [self._corner(b, i, corner) for i, corner in enumerate(desc.corners)]
+        b.add_force(SpringDampers(tuple(self.springs)))
         self._axle_loads(b)
         tire = TireParameters.stack([tire_parameters(c) for c in desc.corners])
         self.wheels = WheelLoads(specs, tire, self.road, "chassis", mu=desc.corners[0].tire.friction_coefficient if mu is None else mu)
@@ -111,7 +114,7 @@ class DetailedVehicle:
         self.wheels.brake_spin_eps_rad_s = np.maximum(0.5, max_brake * dt_s / spin_inertia)
         b.add_force(self.wheels)
         self.model = b.build()
-        self._spring_elements = [self.model.forces[k] for k in self._spring_force_indices()]
+        self.spring_set = next(f for f in self.model.forces if isinstance(f, _SpringDamperSet))
         self.independent = self._independent_coordinates()
         self.solver_options = dict(dt=dt_s, alpha=alpha, tol=tol, max_iter=max_iter)
         self.q_design = self.model.q_guess.copy()
@@ -211,8 +214,7 @@ class DetailedVehicle:
             spring = SpringDamper(CH(M), f"S_{name}", s.spring_damper.stiffness_n_per_m, s.spring_damper.damping_n_s_per_m, float(np.linalg.norm(M - S)))
         else:
             raise ModelError(f"{where}: unknown suspension type '{s.suspension_type}'")
-        self.springs.append((i, spring))
-        b.add_force(spring)
+        self.springs.append(spring)
         b.angle(f"th_{name}", 0.0, inertia=wheel.spin_inertia_kg_m2)
         return WheelSpec(name, pc, pw, f"th_{name}", pk, wheel.unloaded_radius_m, wheel.dynamic_radius_m)
 
@@ -226,11 +228,6 @@ class DetailedVehicle:
         aero = self.desc.aerodynamics
         if aero is not None:
             b.add_force(AeroDrag(BodyPoint("chassis", tuple(np.asarray(aero.centre_of_pressure_m, float))), "ex", aero.drag_area_m2, aero.air_density_kg_m3))
-
-    def _spring_force_indices(self) -> list[int]:
-        offset = 1  # gravity is inserted first by the builder
-        defs = self._b.forces
-        return [offset + defs.index(spring) for _, spring in self.springs]
 
     def _independent_coordinates(self) -> list[str]:
         """Chassis position, yaw-like ex.y, pitch-like ex.z, roll-like ey.z; wheel-centre heights; spins."""
@@ -249,24 +246,22 @@ class DetailedVehicle:
         loads = self.static_wheel_loads()
         n = model.n
         Q, K, Cm = np.zeros(n), np.zeros((n, n)), np.zeros((n, n))
-        for spring in self._spring_elements:
-            spring.f0 = 0.0
+        springs = self.spring_set
+        springs.f0[:] = 0.0
         for f in model.forces:
-            if f is self.wheels or f in self._spring_elements:
+            if f is self.wheels or f is springs:
                 continue
             f.accumulate(q, np.zeros(n), 0.0, Q, K, Cm)
-        # tire normal forces at the static loads, acting at the wheel centres' contact points
+        # generalised force of a unit tension in each spring: -dl/dq
+        _, _, direction, _ = springs.state(q, np.zeros(n))
+        unit = np.zeros((len(self.springs), n))
+        unit[:, springs.cols] = -np.einsum("sj,sjk->sk", direction, springs.D)
         z_rows = [self.independent.index(f"C_{w}.z") for w in WHEELS]
-        for k, (i, _) in enumerate(self.springs):
-            spring = self._spring_elements[k]
-            g = np.zeros(n)
-            spring.f0 = 1.0  # unit tension: generalised force of the spring alone
-            spring.accumulate(q, np.zeros(n), 0.0, g, K, Cm)
-            spring.f0 = 0.0
+        for i in range(4):
             col = R[:, z_rows[i]]
             ic = model.index(f"C_{WHEELS[i]}.z")
             residual = col @ Q + loads[i] * col[ic]  # gravity of the corner + road reaction
-            spring.f0 = -residual / (col @ g)
+            springs.f0[i] = -residual / (col @ unit[i])
         self.static_loads_n = loads
 
     def static_wheel_loads(self) -> np.ndarray:
@@ -401,10 +396,10 @@ class DetailedVehicle:
         ip = m.index("p0.x")
         axes = [m.index(f"{a}.x") for a in ("ex", "ey", "ez")]
         e = [q[i : i + 3] for i in axes]
-        omega = 0.5 * sum(np.cross(ek, qd[i : i + 3]) for ek, i in zip(e, axes))
-        alpha = 0.5 * sum(np.cross(ek, qdd[i : i + 3]) for ek, i in zip(e, axes))
-        rot = Rotation.from_matrix(R)
-        x, y, z, w = rot.as_quat()
+        E = np.array(e)
+        omega = 0.5 * _cross(E, np.array([qd[i : i + 3] for i in axes])).sum(axis=0)
+        alpha = 0.5 * _cross(E, np.array([qdd[i : i + 3] for i in axes])).sum(axis=0)
+        w, x, y, z = quaternion_from_matrix(R)
         th = np.array([m.index(f"th_{w_}") for w_ in WHEELS])
         out = self.wheels.last
         g = self.wheels.contact
@@ -451,3 +446,23 @@ def tire_parameters(corner) -> TireParameters:
         slip_velocity_regularisation_m_s=t.slip_velocity_regularisation_m_s,
         rolling_resistance_coefficient=t.rolling_resistance_coefficient,
     )
+
+
+def quaternion_from_matrix(R: np.ndarray) -> np.ndarray:
+    """Unit quaternion (w, x, y, z) of a rotation matrix, re-orthonormalised by SVD first (Shepperd's method)."""
+    u, _, vt = np.linalg.svd(R)
+    R = u @ vt
+    tr = np.trace(R)
+    if tr > 0.0:
+        s = 2.0 * math.sqrt(1.0 + tr)
+        q = np.array([0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s])
+    else:
+        i = int(np.argmax(np.diag(R)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * math.sqrt(1.0 + R[i, i] - R[j, j] - R[k, k])
+        q = np.empty(4)
+        q[0] = (R[k, j] - R[j, k]) / s
+        q[1 + i] = 0.25 * s
+        q[1 + j] = (R[j, i] + R[i, j]) / s
+        q[1 + k] = (R[k, i] + R[i, k]) / s
+    return q / np.linalg.norm(q) * (1.0 if q[0] >= 0.0 else -1.0)

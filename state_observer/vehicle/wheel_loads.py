@@ -42,9 +42,10 @@ class WheelSpec:
 
 def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cross product along the last axis (numpy.cross is slow on small arrays)."""
-    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
-    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
-    return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+    return a[..., _I1] * b[..., _I2] - a[..., _I2] * b[..., _I1]
+
+
+_I1, _I2 = np.array([1, 2, 0]), np.array([2, 0, 1])
 
 
 class WheelLoads:
@@ -102,7 +103,10 @@ class WheelLoads:
         self.BW, self.cW = np.array(BW), np.array(cW)
         self.BE, self.cE = np.array(BE), np.array(cE)  # (4, 3 basis, 3, k), (4, 3, 3)
         self.Ginv = np.array(Ginv)  # (4, 3, 3)
+        self.B_all = np.concatenate([self.BC, self.BW, self.BE.reshape(4, 9, -1)], axis=1)  # (4, 15, k)
+        self.c_all = np.concatenate([self.cC, self.cW, self.cE.reshape(4, 9)], axis=1)
         self.th = np.array(th)
+        self._block_index = (self.cols[:, :, None], self.cols[:, None, :])  # (4, k, k) blocks of K and C
         chassis = ctx.body(self.chassis)
         chassis_maps = [e.B for e in chassis.basis]
         self.chassis_cols = np.flatnonzero(np.any(np.vstack(chassis_maps) != 0.0, axis=0))
@@ -130,30 +134,29 @@ class WheelLoads:
     def evaluate(self, q, qd, t):
         """Contact geometry, tire output and the maps needed for Q, K, C (stored on self)."""
         qc, qdc = q[self.cols], qd[self.cols]  # (4, k)
-        C = np.einsum("wjk,wk->wj", self.BC, qc) + self.cC
-        Cd = np.einsum("wjk,wk->wj", self.BC, qdc)
-        w = np.einsum("wjk,wk->wj", self.BW, qc) + self.cW
-        w /= np.linalg.norm(w, axis=1, keepdims=True)
-        E = np.einsum("wbjk,wk->wbj", self.BE, qc) + self.cE  # (4, 3 basis, 3)
+        X = np.matmul(self.B_all, qc[:, :, None])[:, :, 0] + self.c_all  # centre, axle, knuckle basis
+        C, w, E = X[:, 0:3], X[:, 3:6], X[:, 6:15].reshape(4, 3, 3)
+        Cd = np.matmul(self.BC, qdc[:, :, None])[:, :, 0]
+        w = w / np.sqrt(np.sum(w * w, axis=1))[:, None]
         road = self.road.contact(C[:, :2])
         nrm = road.normal
         ex = _cross(w, nrm)
-        ex /= np.linalg.norm(ex, axis=1, keepdims=True)
+        ex /= np.sqrt(np.sum(ex * ex, axis=1))[:, None]
         ey = _cross(nrm, ex)
         eu = _cross(ex, w)
-        cos_u = np.einsum("wj,wj->w", eu, nrm)
+        cos_u = np.sum(eu * nrm, axis=1)
         r_s = (C[:, 2] - road.height_m) * nrm[:, 2] / cos_u
         xi = self.R0 - r_s
-        xi_dot = -np.einsum("wj,wj->w", Cd, nrm) / cos_u
+        xi_dot = -np.sum(Cd * nrm, axis=1) / cos_u
         P = C - r_s[:, None] * eu
-        # P as a knuckle-fixed point: P - C = sum_b c_b e_b
-        c = np.linalg.solve(np.transpose(E, (0, 2, 1)), (P - C)[:, :, None])[:, :, 0]
+        # P as a knuckle-fixed point, P - C = sum_b c_b e_b; for a rigid knuckle E^-1 = G^-1 E^T
+        c = np.matmul(self.Ginv, np.matmul(E, (P - C)[:, :, None]))[:, :, 0]
         BP = self.BC + np.einsum("wb,wbjk->wjk", c, self.BE)
         J = BP.copy()
         J[:, :, -1] -= r_s[:, None] * ex  # material point of the spinning wheel at P
-        vP = np.einsum("wjk,wk->wj", BP, qdc)
-        vx = np.einsum("wj,wj->w", ex, vP)
-        vy = np.einsum("wj,wj->w", ey, vP)
+        vP = np.matmul(BP, qdc[:, :, None])[:, :, 0]
+        vx = np.sum(ex * vP, axis=1)
+        vy = np.sum(ey * vP, axis=1)
         omega = qd[self.th]
         dt = max(t - self._t0, 1e-9)  # the deflections keep their state at the start of a step
         out = tire_forces(self.tire, self.mu, xi, xi_dot, vx, vy, omega, self.state, dt)
@@ -166,23 +169,25 @@ class WheelLoads:
         g = self.contact
         ex, ey, nrm, J = g["ex"], g["ey"], g["n"], g["J"]
         F = out.fx_n[:, None] * ex + out.fy_n[:, None] * ey + out.fz_n[:, None] * nrm
-        Qw = np.einsum("wjk,wj->wk", J, F)  # (4, k)
+        Qw = np.matmul(F[:, None, :], J)[:, 0]  # (4, k)
         omega = g["omega"]
         brake = self.brake_torque_n_m * np.tanh(omega / self.brake_spin_eps_rad_s)
         Qw[:, -1] += self.drive_torque_n_m - brake + out.rolling_torque_n_m
-        np.add.at(Q, self.cols, Qw)
+        Q[self.cols] += Qw  # the wheels' columns are disjoint
         # th is relative to the knuckle: a torque between wheel and knuckle (brake) does work on th only;
         # the drive torque comes from the chassis, so it also turns the knuckle (+T w) and reacts on the
         # chassis (-T w)
-        w = g["w"]
-        drive = self.drive_torque_n_m[:, None] * w
-        self._torque_on_knuckles(Q, drive, g["E"])
-        self._torque_on_chassis(Q, -drive.sum(axis=0), q)
+        if np.any(self.drive_torque_n_m):
+            drive = self.drive_torque_n_m[:, None] * g["w"]
+            self._torque_on_knuckles(Q, drive, g["E"])
+            self._torque_on_chassis(Q, -drive.sum(axis=0), q)
+        if K is None:
+            return
         # tangent terms: dF/dqd and dF/dq through slip velocities, spin and compression
         BP, BC = g["BP"], self.BC
-        dvx = np.einsum("wj,wjk->wk", ex, BP)  # d vx / d qd_cols
-        dvy = np.einsum("wj,wjk->wk", ey, BP)
-        dxi = -np.einsum("wj,wjk->wk", nrm, BC) / g["cos_u"][:, None]  # d xi / d q  (= d xi_dot / d qd)
+        dvx = np.matmul(ex[:, None, :], BP)[:, 0]  # d vx / d qd_cols
+        dvy = np.matmul(ey[:, None, :], BP)[:, 0]
+        dxi = -np.matmul(nrm[:, None, :], BC)[:, 0] / g["cos_u"][:, None]  # d xi / d q  (= d xi_dot / d qd)
         dom = np.zeros_like(dvx)
         dom[:, -1] = 1.0
         dfx = out.dfx_dvx[:, None] * dvx + out.dfx_dvy[:, None] * dvy + out.dfx_domega[:, None] * dom
@@ -192,25 +197,25 @@ class WheelLoads:
         dF_dqd = ex[:, :, None] * dfx[:, None, :] + ey[:, :, None] * dfy[:, None, :] + load_dir[:, :, None] * dfz_dqd[:, None, :]
         dfz_dq = out.dfz_dxi[:, None] * dxi
         dF_dq = load_dir[:, :, None] * dfz_dq[:, None, :]
-        Cw = -np.einsum("wjk,wjl->wkl", J, dF_dqd)
-        Kw = -np.einsum("wjk,wjl->wkl", J, dF_dq)
+        JT = np.transpose(J, (0, 2, 1))
+        Cw = -np.matmul(JT, dF_dqd)
+        Kw = -np.matmul(JT, dF_dq)
         # rolling resistance torque on the spin: T_rr(Omega, Fz)
         Cw[:, -1, :] -= out.drolling_torque_dfz[:, None] * dfz_dqd
         Cw[:, -1, -1] -= out.drolling_torque_domega
         Kw[:, -1, :] -= out.drolling_torque_dfz[:, None] * dfz_dq
         sech2 = 1.0 - np.tanh(omega / self.brake_spin_eps_rad_s) ** 2
         Cw[:, -1, -1] += self.brake_torque_n_m * sech2 / self.brake_spin_eps_rad_s
-        for i in range(4):
-            ix = np.ix_(self.cols[i], self.cols[i])
-            C[ix] += Cw[i]
-            K[ix] += Kw[i]
+        rows, cols = self._block_index
+        C[rows, cols] += Cw
+        K[rows, cols] += Kw
 
     def _torque_on_knuckles(self, Q, T, E):
         """Generalised forces of torques T (4, 3) on the knuckles: 1/2 sum_kl G^-1_kl B_k^T (T x e_l)."""
         TxE = _cross(T[:, None, :], E)  # (4, l, 3)
         coef = 0.5 * np.einsum("wkl,wlj->wkj", self.Ginv, TxE)  # (4, k, 3)
         Qw = np.einsum("wkjc,wkj->wc", self.BE, coef)
-        np.add.at(Q, self.cols, Qw)
+        Q[self.cols] += Qw  # the wheels' columns are disjoint
 
     def _torque_on_chassis(self, Q, T, q):
         E = np.einsum("bjk,k->bj", self.chassis_BE, q[self.chassis_cols]) + self.chassis_cE
