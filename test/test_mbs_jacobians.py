@@ -1,6 +1,7 @@
 """Every constraint and force Jacobian against finite differences; mass matrix and loads against rigid-body mechanics."""
 import numpy as np
 import pytest
+from numdiff import jacobian_fd
 
 from state_observer.mbs import (
     AngleDef,
@@ -103,13 +104,6 @@ def random_state(model):
     return q, RNG.standard_normal(model.n), RNG.standard_normal(model.n)
 
 
-def fd(fun, x, h=1e-6):
-    cols = []
-    for j in range(len(x)):
-        e = np.zeros_like(x)
-        e[j] = h
-        cols.append((fun(x + e) - fun(x - e)) / (2 * h))
-    return np.column_stack(cols)
 
 
 @pytest.fixture(params=sorted(MODELS))
@@ -129,7 +123,7 @@ def test_constraint_jacobian_matches_finite_differences(model):
     cs.evaluate(q, t)
     jac = cs.jac.copy()
     assert cs.m > 0 and np.abs(jac).max() > 0
-    np.testing.assert_allclose(jac, fd(phi, q), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(jac, jacobian_fd(phi, q), rtol=1e-6, atol=1e-7)
 
 
 def test_phi_t_and_gamma_match_finite_differences(model):
@@ -164,8 +158,8 @@ def test_force_stiffness_and_damping_match_finite_differences(model):
 
     generalized_forces(model, q, qd, t, Q, K, C)
     assert np.abs(K).max() > 0 and np.abs(C).max() > 0
-    np.testing.assert_allclose(K, -fd(lambda x: forces(x, qd), q), rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(C, -fd(lambda xd: forces(q, xd), qd), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(K, -jacobian_fd(lambda x: forces(x, qd), q), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(C, -jacobian_fd(lambda xd: forces(q, xd), qd), rtol=1e-6, atol=1e-6)
 
 
 def rigid_motion(body_points, body_vectors, omega, v0, origin):

@@ -3,6 +3,7 @@ import math
 
 import numpy as np
 import pytest
+from numdiff import jacobian_fd
 
 from state_observer.mbs import mass_properties
 from state_observer.sim.manoeuvres import MANOEUVRES, make_manoeuvre
@@ -134,13 +135,6 @@ def _forces(model, element, q, qd, t=0.5):
     return Q, K, C
 
 
-def _fd(fun, x, h=1e-6):
-    cols = []
-    for j in range(len(x)):
-        e = np.zeros_like(x)
-        e[j] = h
-        cols.append((fun(x + e) - fun(x - e)) / (2 * h))
-    return np.column_stack(cols)
 
 
 def test_chassis_load_jacobians_match_finite_differences(desc):
@@ -158,8 +152,8 @@ def test_chassis_load_jacobians_match_finite_differences(desc):
         _, K, C = _forces(model, element, q, qd)
         if isinstance(element, _AntiRollBar):
             assert np.abs(K).max() > 0
-            np.testing.assert_allclose(K, -_fd(lambda x: _forces(model, element, x, qd)[0], q), rtol=1e-5, atol=1e-3)
-        np.testing.assert_allclose(C, -_fd(lambda x: _forces(model, element, q, x)[0], qd), rtol=1e-5, atol=1e-3)
+            np.testing.assert_allclose(K, -jacobian_fd(lambda x: _forces(model, element, x, qd)[0], q), rtol=1e-5, atol=1e-3)
+        np.testing.assert_allclose(C, -jacobian_fd(lambda x: _forces(model, element, q, x)[0], qd), rtol=1e-5, atol=1e-3)
 
 
 def test_wheel_load_damping_matches_finite_differences(desc):
@@ -173,10 +167,10 @@ def test_wheel_load_damping_matches_finite_differences(desc):
     wheels.start(q, qd, 0.0)
     wheels.brake_torque_n_m = np.array([300.0, 300.0, 100.0, 100.0])
     _, K, C = _forces(model, wheels, q, qd, t=0.004)
-    C_fd = -_fd(lambda x: _forces(model, wheels, q, x, t=0.004)[0], qd)
+    C_fd = -jacobian_fd(lambda x: _forces(model, wheels, q, x, t=0.004)[0], qd)
     assert np.abs(C).max() > 1e3
     np.testing.assert_allclose(C, C_fd, rtol=1e-4, atol=1e-2 * np.abs(C).max() * 1e-3)
-    K_fd = -_fd(lambda x: _forces(model, wheels, x, qd, t=0.004)[0], q)
+    K_fd = -jacobian_fd(lambda x: _forces(model, wheels, x, qd, t=0.004)[0], q)
     z = model.indices([f"C_{w}.z" for w in ("fl", "fr", "rl", "rr")])
     np.testing.assert_allclose(np.diag(K)[z], np.diag(K_fd)[z], rtol=0.05)
 
