@@ -29,7 +29,6 @@ from ..mbs import (
     ALI3P,
     BodyPoint,
     BodyVector,
-    Distance,
     Dot,
     DotDriver,
     Input,
@@ -98,7 +97,6 @@ class DetailedVehicle:
         self.rack_input = Input(0.0)
         self.springs: list = []  # one SpringDamper definition per corner, fl fr rl rr
         b = ModelBuilder(dim=3, gravity=(0.0, 0.0, -GRAVITY_M_S2), name=f"{desc.name}_detailed")
-        self._b = b
         self._chassis(b)
         self._rack(b)
         specs = [self._corner(b, i, corner) for i, corner in enumerate(desc.corners)]

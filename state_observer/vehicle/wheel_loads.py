@@ -74,7 +74,6 @@ class WheelLoads:
 
     # ----- compile: resolve names into compact affine maps ------------------------------------
     def compile(self, ctx):
-        n = ctx.n
         cols, BC, cC, BW, cW, BE, cE, Ginv, th = [], [], [], [], [], [], [], [], []
         for w in self.wheels:
             knuckle = ctx.body(w.knuckle)
