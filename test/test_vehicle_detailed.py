@@ -186,3 +186,14 @@ def test_runs_the_same_on_a_flat_mesh_road(desc):
         runs.append(samples[-1])
     np.testing.assert_allclose(runs[0].position_enu_m, runs[1].position_enu_m, atol=1e-6)
     np.testing.assert_allclose(runs[0].tire_force_n, runs[1].tire_force_n, atol=1e-3)
+
+
+def test_quaternion_from_matrix_matches_scipy():
+    from scipy.spatial.transform import Rotation
+
+    from state_observer.vehicle.detailed import quaternion_from_matrix
+
+    for r in Rotation.random(300, random_state=4):
+        x, y, z, w = r.as_quat()
+        expected = np.array([w, x, y, z]) * np.sign(w)
+        np.testing.assert_allclose(quaternion_from_matrix(r.as_matrix()), expected, atol=1e-12)

@@ -447,9 +447,10 @@ def tire_parameters(corner) -> TireParameters:
 
 
 def quaternion_from_matrix(R: np.ndarray) -> np.ndarray:
-    """Unit quaternion (w, x, y, z) of a rotation matrix, re-orthonormalised by SVD first (Shepperd's method)."""
-    u, _, vt = np.linalg.svd(R)
-    R = u @ vt
+    """Unit quaternion (w, x, y, z) of a rotation matrix (Shepperd's method).
+
+    R must be orthonormal to the accuracy wanted (the chassis axes are, to the constraint tolerance);
+    the result is normalised."""
     tr = np.trace(R)
     if tr > 0.0:
         s = 2.0 * math.sqrt(1.0 + tr)
