@@ -147,6 +147,8 @@ class ALI3P:
         self.accept_unconverged = accept_unconverged
         self.linear_solver = linear_solver or default_linear_solver(n)
         self._sparse = getattr(self.linear_solver, "sparse", False)
+        if self._sparse and callable(getattr(model, "mass_matrix", None)):
+            raise ValueError("the sparse linear solver needs a constant mass matrix")
         self._mass_sparse = scipy.sparse.csr_matrix(model.mass) if self._sparse else None
         if independent is not None:
             q = solve_position(model, q, independent, t)
@@ -157,6 +159,8 @@ class ALI3P:
         self.K = np.zeros((n, n))
         self.C = np.zeros((n, n))
         self._state_forces = any(getattr(f, "state_dependent", True) for f in model.forces)
+        mass_at = getattr(model, "mass_matrix", None)
+        self._mass_at = mass_at if callable(mass_at) else None
         self._stiff = any(getattr(f, "stiff", True) for f in model.forces)
         self._h_alpha = 0.25 * self.dt**2 * alpha
         self._rheonomic = bool(model.constraints.drivers)
@@ -172,7 +176,8 @@ class ALI3P:
     def step(self) -> StepResult:
         """Advance one step of dt; see the module docstring for the equations."""
         model, dt = self.model, self.dt
-        cs, M = model.constraints, model.mass
+        cs = model.constraints
+        mass_at = self._mass_at  # configuration-dependent mass matrix (minimal-coordinate models) or None
         Q, K, C = self.Q, self.K, self.C
         t1 = self.t + dt
         c1, c2 = 2.0 / dt, 4.0 / dt**2
@@ -180,15 +185,18 @@ class ALI3P:
         qd_hat = -(c1 * self.q + self.qd)
         qdd_hat = -(c2 * self.q + (4.0 / dt) * self.qd + self.qdd)
         q = self.q + dt * self.qd + 0.5 * dt * dt * self.qdd
+        M = model.mass if mass_at is None else mass_at(q)
         h_lam = h * self.lam  # multipliers scaled by dt^2/4, as they enter the residual
         ha = self._h_alpha
         solver = self.linear_solver
         state_forces = self._state_forces
-        W = M  # M + dt/2 C + dt^2/4 K, only rebuilt when a force element has stiffness or damping
+        force_tangent = None  # dt/2 C + dt^2/4 K of the forces, from the first iterate of the step
+        W = M  # M + force_tangent
         if not state_forces:
             generalized_forces(model, q, self.qd, t1, Q, K, C)
-        # h (M qdd - Q) = M q + h (M qdd_hat - Q) since h c2 = 1
-        f_const = M @ (h * qdd_hat) - h * Q
+        h_qdd_hat = h * qdd_hat
+        # h (M qdd - Q) = M (q + h qdd_hat) - h Q since h c2 = 1
+        f_const = M @ h_qdd_hat - h * Q
         converged = False
         it = 0
         norm_dq = math.inf
@@ -199,14 +207,18 @@ class ALI3P:
             h_alpha_phi = ha * cs.phi
             if it > 1:  # lambda*_{i+1} = lambda*_i + alpha Phi(q_{i+1}) (eq. 3.43), not with the predictor's Phi
                 h_lam += h_alpha_phi
+            if mass_at is not None and it > 1:
+                M = mass_at(q)  # the tangent keeps M(q) and drops dM/dq qdd
             if state_forces:
                 # force stiffness and damping enter the tangent from the first iterate of the step only:
                 # they change little within a step and cost more than the forces themselves
                 first = it == 1
                 generalized_forces(model, q, c1 * q + qd_hat, t1, Q, K if first else None, C if first else None)
-                f_const = M @ (h * qdd_hat) - h * Q
                 if self._stiff and first:
-                    W = M + (0.5 * dt) * C + h * K
+                    force_tangent = (0.5 * dt) * C + h * K
+            if state_forces or mass_at is not None:
+                f_const = M @ h_qdd_hat - h * Q
+                W = M if force_tangent is None else M + force_tangent
             f = M @ q + f_const + J.T @ (h_alpha_phi + h_lam)
             lu = solver.factor(self._tangent(W, J))
             dq = solver.solve(lu, f)
@@ -264,6 +276,13 @@ class ALI3P:
         return Ws + Js.T @ scipy.sparse.diags(self._h_alpha) @ Js
 
 
+def mass_matrix(model, q: np.ndarray) -> np.ndarray:
+    """The model's mass matrix at q: constant for natural-coordinate models, ``model.mass_matrix(q)``
+    for models in minimal coordinates that provide it."""
+    mass_at = getattr(model, "mass_matrix", None)
+    return mass_at(q) if callable(mass_at) else model.mass
+
+
 def initial_accelerations(model, q, qd, t, Q=None, K=None, C=None) -> tuple[np.ndarray, np.ndarray]:
     """qdd and multipliers lambda from the KKT system [[M, Phi_q^T], [Phi_q, 0]] [qdd; lambda] = [Q; -gamma]."""
     n, m = model.n, model.m
@@ -274,15 +293,15 @@ def initial_accelerations(model, q, qd, t, Q=None, K=None, C=None) -> tuple[np.n
     cs.evaluate(q, t)
     generalized_forces(model, q, qd, t, Q, K, C)
     J = cs.jac
-    kkt = np.block([[model.mass, J.T], [J, np.zeros((m, m))]])
+    kkt = np.block([[mass_matrix(model, q), J.T], [J, np.zeros((m, m))]])
     rhs = np.concatenate([Q, -cs.gamma(q, qd)])
     sol = scipy.linalg.lstsq(kkt, rhs, lapack_driver="gelsd", check_finite=False)[0]
     return sol[:n], sol[n:]
 
 
 def mechanical_energy(model, q: np.ndarray, qd: np.ndarray) -> float:
-    """Kinetic energy 1/2 qd^T M qd plus potential energy of gravity and springs (J)."""
-    energy = 0.5 * qd @ model.mass @ qd
+    """Kinetic energy 1/2 qd^T M(q) qd plus potential energy of gravity and springs (J)."""
+    energy = 0.5 * qd @ mass_matrix(model, q) @ qd
     for f in model.forces:
         potential = getattr(f, "potential", None)
         if potential is None:

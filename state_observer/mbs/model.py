@@ -562,3 +562,43 @@ def point_velocity_field(model: Model, velocity: np.ndarray, omega: np.ndarray, 
         elif c.kind == "vector":
             qd[c.index : c.index + c.size] = np.cross(omega, q[c.index : c.index + c.size])
     return qd
+
+
+class MinimalModel:
+    """A model in independent coordinates only (no constraints) with a configuration-dependent mass
+    matrix, for the same ALI3-P integrator (which then reduces to the trapezoidal rule with
+    Newton-Raphson on M(q) qdd = Q(q, qd, t), tangent M(q) + dt/2 C + dt^2/4 K).
+
+    mass_matrix: callable q -> (n, n).  forces: compiled force elements (``accumulate``); they must
+    include the velocity-dependent inertia terms (Coriolis, centrifugal) of the kinetic energy.
+    """
+
+    def __init__(self, name: str, coord_names, mass_matrix, forces):
+        from .constraints import ConstraintSet
+
+        self.name = name
+        self.coord_names = list(coord_names)
+        self.n = len(self.coord_names)
+        self.mass_matrix = mass_matrix
+        self.forces = list(forces)
+        self.constraints = ConstraintSet(self.n, [], [], [])
+        self.fixed: dict = {}
+        self.coords: dict = {}
+        self.dim = 0
+
+    @property
+    def m(self) -> int:
+        return 0
+
+    @property
+    def mass(self) -> np.ndarray:
+        raise AttributeError("a minimal-coordinate model has no constant mass matrix; call mass_matrix(q)")
+
+    def index(self, name: str) -> int:
+        try:
+            return self.coord_names.index(name)
+        except ValueError:
+            raise ModelError(f"model '{self.name}': unknown coordinate '{name}'") from None
+
+    def indices(self, names) -> np.ndarray:
+        return np.array([self.index(s) for s in names], dtype=np.intp)
