@@ -44,6 +44,7 @@ def test_static_wheel_loads_match_the_mass_distribution(desc):
     np.testing.assert_allclose(fz[:2], 0.5 * front_share * mass * G, rtol=0.01)
     np.testing.assert_allclose(fz[2:], 0.5 * (1 - front_share) * mass * G, rtol=0.01)
     assert np.linalg.norm(truth.velocity_enu_m_s) < 1e-3
+    np.testing.assert_allclose(truth.suspension_travel_m, 0.0, atol=1e-5)  # measured along the chassis z axis
 
 
 def bicycle_steady_state(desc, vehicle, speed, delta_f, delta_r):

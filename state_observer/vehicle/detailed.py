@@ -386,6 +386,12 @@ class DetailedVehicle:
         R = np.column_stack([q[m.index(f"{a}.x") : m.index(f"{a}.x") + 3] for a in ("ex", "ey", "ez")])
         return p0, R
 
+    def wheel_centre_heights(self, q: np.ndarray) -> np.ndarray:
+        """Height of each wheel centre above the base_link origin along the chassis z axis (m)."""
+        m = self.model
+        p0, R = self.chassis_frame(q)
+        return np.array([(q[m.index(f"C_{w}.x") : m.index(f"C_{w}.x") + 3] - p0) @ R[:, 2] for w in WHEELS])
+
     def truth(self) -> TruthSample:
         """The state of the vehicle after the last step (see :class:`TruthSample`)."""
         s, m = self.solver, self.model
@@ -401,8 +407,7 @@ class DetailedVehicle:
         th = np.array([m.index(f"th_{w_}") for w_ in WHEELS])
         out = self.wheels.last
         g = self.wheels.contact
-        p_design, _ = self.chassis_frame(self.q_static)
-        travel = np.array([(g["C"][k] - p0) @ R[:, 2] - (self.q_static[m.index(f"C_{w_}.z")] - p_design[2]) for k, w_ in enumerate(WHEELS)])
+        travel = self.wheel_centre_heights(q) - self.wheel_centre_heights(self.q_static)
         brake = self.wheels.brake_torque_n_m * np.tanh(qd[th] / self.wheels.brake_spin_eps_rad_s)
         mu = np.broadcast_to(np.asarray(self.wheels.mu, float), (4,))
         return TruthSample(
