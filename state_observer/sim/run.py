@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
 from .manoeuvres import MANOEUVRES, Driver, Manoeuvre, make_manoeuvre
 from .truth import TruthSample
 
-__all__ = ["MANOEUVRES", "SimulationError", "make_driver", "run", "simulate"]
+__all__ = ["MANOEUVRES", "SimulationError", "VehicleInputs", "make_driver", "run", "simulate"]
 
 
 class SimulationError(RuntimeError):
@@ -38,10 +38,22 @@ def _yaw(orientation_wxyz: np.ndarray) -> float:
     return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
-def run(vehicle, manoeuvre: Manoeuvre, progress: Callable[[float, float], None] | None = None) -> Iterator[TruthSample]:
-    """Drive ``manoeuvre`` with a :class:`~state_observer.vehicle.detailed.DetailedVehicle`; yield the truth
-    after every model step (the first sample is the initial state).  Raises :class:`SimulationError`
-    with the model's message if a step fails."""
+class VehicleInputs(NamedTuple):
+    """The inputs applied over one step: steering wheel (rad, rad/s), drive and brake torques (N m, (4,))."""
+
+    steering_wheel_rad: float
+    steering_rate_rad_s: float
+    drive_torque_n_m: np.ndarray
+    brake_torque_n_m: np.ndarray
+
+
+def run(vehicle, manoeuvre: Manoeuvre, progress: Callable[[float, float], None] | None = None,
+        inputs_log: list | None = None, replay: list | None = None) -> Iterator[TruthSample]:
+    """Drive ``manoeuvre`` with a vehicle model (detailed or reduced); yield the truth after every model
+    step (the first sample is the initial state).  ``inputs_log`` collects the
+    :class:`VehicleInputs` of every step; ``replay`` applies such a list instead of the driver (the
+    same inputs on another model).  Raises :class:`SimulationError` with the model's message if a
+    step fails."""
     yaw0, start_xy = 0.0, (0.0, 0.0)
     path = manoeuvre.path
     if path is not None:  # start on the path, heading along it
@@ -55,15 +67,21 @@ def run(vehicle, manoeuvre: Manoeuvre, progress: Callable[[float, float], None] 
     vehicle.set_inputs(0.0, np.zeros(4), np.zeros(4))
     truth = vehicle.truth()
     yield truth
-    steps = int(round(manoeuvre.duration_s / dt))
+    steps = int(round(manoeuvre.duration_s / dt)) if replay is None else len(replay)
     previous_sw = 0.0
     for k in range(steps):
         t = truth.t_s
         speed = float(np.hypot(*truth.velocity_enu_m_s[:2]))
-        sw = driver.steering_wheel_angle(t, truth.position_enu_m[:2], _yaw(truth.orientation_wxyz), speed)
-        drive, brake = driver.torques(t, speed, dt)
-        vehicle.set_inputs(sw, drive, brake, steering_rate_rad_s=(sw - previous_sw) / dt)
-        previous_sw = sw
+        if replay is not None:
+            applied = replay[k]
+        else:
+            sw = driver.steering_wheel_angle(t, truth.position_enu_m[:2], _yaw(truth.orientation_wxyz), speed)
+            drive, brake = driver.torques(t, speed, dt)
+            applied = VehicleInputs(sw, (sw - previous_sw) / dt, drive, brake)
+            previous_sw = sw
+        vehicle.set_inputs(applied.steering_wheel_rad, applied.drive_torque_n_m, applied.brake_torque_n_m, steering_rate_rad_s=applied.steering_rate_rad_s)
+        if inputs_log is not None:
+            inputs_log.append(applied)
         if manoeuvre.friction is not None:
             vehicle.mu = manoeuvre.friction(t + dt)
         result = vehicle.step()

@@ -1,0 +1,113 @@
+"""The 14-DOF model: Lagrangian consistency of its mass matrix and velocity terms, statics, and agreement
+with the detailed model on the manoeuvre library."""
+import numpy as np
+import pytest
+
+from state_observer.sim.manoeuvres import make_manoeuvre
+from state_observer.sim.run import run
+from state_observer.vehicle.description import load_vehicle
+from state_observer.vehicle.detailed import DetailedVehicle
+from state_observer.vehicle.reduced import ReducedVehicle
+
+
+@pytest.fixture(scope="module")
+def desc():
+    from state_observer.paths import default_vehicle_path
+
+    return load_vehicle(default_vehicle_path())
+
+
+@pytest.fixture(scope="module")
+def reduced(desc, tmp_path_factory):
+    from state_observer.vehicle.kinematic_fit import fit_vehicle_kinematics
+
+    return ReducedVehicle(desc, kinematics=fit_vehicle_kinematics(desc, tmp_path_factory.mktemp("kin")))
+
+
+def inertia_only(vehicle, q, qd):
+    """Generalised forces with gravity, springs and tires switched off: the velocity terms alone."""
+    saved = (vehicle.spring_k.copy(), vehicle.spring_c.copy(), vehicle.spring_f0.copy(), vehicle.arb, vehicle.aero)
+    import state_observer.vehicle.reduced as red
+
+    g = red.GRAVITY.copy()
+    try:
+        vehicle.spring_k[:], vehicle.spring_c[:], vehicle.spring_f0[:] = 0.0, 0.0, 0.0
+        vehicle.arb, vehicle.aero = [], None
+        red.GRAVITY[:] = 0.0
+        vehicle._tires_enabled = False
+        Q = np.zeros(14)
+        vehicle._accumulate(q, qd, 0.0, Q, None, None)
+    finally:
+        vehicle.spring_k[:], vehicle.spring_c[:], vehicle.spring_f0[:], vehicle.arb, vehicle.aero = saved
+        red.GRAVITY[:] = g
+        vehicle._tires_enabled = True
+    return Q
+
+
+def test_velocity_terms_follow_from_the_mass_matrix(reduced):
+    """Lagrange: Q_v = -(dM/dt qd - 1/2 d(qd^T M qd)/dq), by finite differences of M(q)."""
+    rng = np.random.default_rng(2)
+    q = np.array([3.0, -2.0, -0.01, 0.03, -0.02, 0.7, 0.02, -0.015, 0.01, -0.02, 1.0, 2.0, 3.0, 4.0])
+    qd = rng.standard_normal(14) * np.array([5, 5, 0.3, 0.3, 0.3, 0.5, 0.2, 0.2, 0.2, 0.2, 20, 20, 20, 20])
+    h = 1e-6
+    Mdot = (reduced.mass_matrix(q + h * qd) - reduced.mass_matrix(q - h * qd)) / (2 * h)
+    grad = np.array([(qd @ reduced.mass_matrix(q + h * e) @ qd - qd @ reduced.mass_matrix(q - h * e) @ qd) / (2 * h) for e in np.eye(14)])
+    expected = -(Mdot @ qd - 0.5 * grad)
+    assert np.abs(expected).max() > 10.0  # a real test: sizeable Coriolis and centrifugal terms
+    got = inertia_only(reduced, q, qd)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4 * np.abs(expected).max())
+    M = reduced.mass_matrix(q)
+    np.testing.assert_allclose(M, M.T, atol=1e-9)
+    assert np.linalg.eigvalsh(M).min() > 0
+    assert M[0, 0] == pytest.approx(reduced.total_mass_kg, rel=1e-12)  # translation carries every mass
+
+
+def test_rests_at_the_detailed_static_equilibrium(reduced):
+    reduced.start()
+    reduced.set_inputs(0.0, np.zeros(4), np.zeros(4))
+    for _ in range(250):
+        assert reduced.step().success
+    truth = reduced.truth()
+    detailed_loads = reduced.detailed.static_wheel_loads()
+    np.testing.assert_allclose(truth.tire_force_n[:, 2], detailed_loads, rtol=0.01)
+    assert np.abs(truth.suspension_travel_m).max() < 1e-3
+    assert np.linalg.norm(truth.velocity_enu_m_s) < 1e-3
+
+
+def nrmse(truth: np.ndarray, model: np.ndarray) -> float:
+    """RMSE over time and wheels divided by the peak absolute truth value."""
+    return float(np.sqrt(np.mean((truth - model) ** 2)) / np.abs(truth).max())
+
+
+@pytest.fixture(scope="module")
+def comparisons(desc, reduced):
+    """Each manoeuvre on the detailed model (with the driver), then on the reduced one with the same inputs."""
+    from state_observer.sim.manoeuvres import MANOEUVRES
+
+    out = {}
+    for name in MANOEUVRES:
+        manoeuvre = make_manoeuvre(name, duration_s=20.0) if name == "double_lane_change" else make_manoeuvre(name)
+        inputs = []
+        detailed = list(run(DetailedVehicle(desc), manoeuvre, inputs_log=inputs))
+        again = make_manoeuvre(name, duration_s=20.0) if name == "double_lane_change" else make_manoeuvre(name)
+        model = list(run(reduced, again, replay=inputs))
+        out[name] = (detailed, model)
+    return out
+
+
+@pytest.mark.parametrize("name", ["steady_circle", "step_steer", "sine_with_dwell", "double_lane_change", "accelerate_brake", "friction_change", "straight"])
+def test_tire_forces_follow_the_detailed_model(comparisons, name):
+    detailed, model = comparisons[name]
+    assert len(detailed) == len(model)
+    skip = 250  # the first second: both start from their own static equilibrium
+    fd = np.array([s.tire_force_n for s in detailed[skip:]])
+    fr = np.array([s.tire_force_n for s in model[skip:]])
+    for c in range(3):
+        if np.abs(fd[:, :, c]).max() > 100.0:  # components that carry load in this manoeuvre
+            assert nrmse(fd[:, :, c], fr[:, :, c]) < 0.05, ("xyz"[c], nrmse(fd[:, :, c], fr[:, :, c]))
+
+
+def test_trajectory_after_20_s_of_double_lane_change(comparisons):
+    detailed, model = comparisons["double_lane_change"]
+    assert detailed[-1].t_s == pytest.approx(20.0)
+    assert np.linalg.norm(detailed[-1].position_enu_m[:2] - model[-1].position_enu_m[:2]) < 1.0
