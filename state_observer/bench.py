@@ -57,37 +57,42 @@ def linkage_benchmarks(sim_seconds: float, repeats: int) -> dict:
 
 
 def detailed_vehicle_benchmarks(sim_seconds: float, repeats: int) -> dict:
-    """The detailed vehicle (truth model, dt = 4 ms) driving the double lane change: model, driver and
-    truth record per step, as the simulator runs it (sensor synthesis and bag writing excluded)."""
+    """The detailed vehicle (truth model) and the 14-DOF reduced model (dt = 4 ms) driving the double lane
+    change: model, driver and truth record per step, as the simulator runs them (sensor synthesis and
+    bag writing excluded)."""
     from state_observer.paths import default_vehicle_path
     from state_observer.sim.manoeuvres import make_manoeuvre
     from state_observer.sim.run import run
     from state_observer.vehicle.description import load_vehicle
     from state_observer.vehicle.detailed import DetailedVehicle
 
+    from state_observer.vehicle.reduced import ReducedVehicle
+
     desc = load_vehicle(default_vehicle_path())
     duration = min(12.0, sim_seconds)
-    rtfs, step_us, iterations = [], [], []
-    for _ in range(repeats):
-        vehicle = DetailedVehicle(desc)
-        steps = run(vehicle, make_manoeuvre("double_lane_change", duration_s=duration))
-        next(steps)  # statics and start-up are not part of the stepping cost
-        clock = time.perf_counter
-        start = last = clock()
-        for _ in steps:
-            now = clock()
-            step_us.append((now - last) * 1e6)
-            last = now
-        rtfs.append(duration / (clock() - start))
-        iterations.append(vehicle.solver.n_iterations / vehicle.solver.n_steps)
-    step_us.sort()
-    return {
-        "detailed_model_rtf_4ms": round(statistics.median(rtfs), 2),
-        "detailed_model_step_p99_us": round(step_us[int(0.99 * (len(step_us) - 1))], 1),
-        "detailed_model_iterations_per_step": round(statistics.mean(iterations), 3),
-        "detailed_model_coordinates": vehicle.model.n,
-        "detailed_model_constraints": vehicle.model.m,
-    }
+    out = {}
+    for key, make in (("detailed", lambda: DetailedVehicle(desc)), ("reduced", lambda: ReducedVehicle(desc))):
+        rtfs, step_us, iterations = [], [], []
+        for _ in range(repeats):
+            vehicle = make()
+            steps = run(vehicle, make_manoeuvre("double_lane_change", duration_s=duration))
+            next(steps)  # statics, kinematic fit and start-up are not part of the stepping cost
+            clock = time.perf_counter
+            start = last = clock()
+            for _ in steps:
+                now = clock()
+                step_us.append((now - last) * 1e6)
+                last = now
+            rtfs.append(duration / (clock() - start))
+            iterations.append(vehicle.solver.n_iterations / vehicle.solver.n_steps)
+        step_us.sort()
+        out[f"{key}_model_rtf_4ms"] = round(statistics.median(rtfs), 2)
+        out[f"{key}_model_step_p99_us"] = round(step_us[int(0.99 * (len(step_us) - 1))], 1)
+        out[f"{key}_model_iterations_per_step"] = round(statistics.mean(iterations), 3)
+        out[f"{key}_model_coordinates"] = vehicle.model.n
+    out["detailed_model_constraints"] = DetailedVehicle(desc).model.m
+    out["reduced_vs_detailed_speedup"] = round(out["reduced_model_rtf_4ms"] / out["detailed_model_rtf_4ms"], 2)
+    return out
 
 
 BENCHMARKS: dict[str, Callable[[float, int], dict]] = {"linkages": linkage_benchmarks, "detailed_vehicle": detailed_vehicle_benchmarks}
