@@ -22,7 +22,8 @@ import math
 
 import numpy as np
 
-from ..mbs import ALI3P, MinimalModel, mass_properties
+from ..mbs import ALI3P, MinimalModel
+from ..mbs.model import body_point
 from ..sim.truth import TruthSample
 from .detailed import WHEELS, DetailedVehicle, quaternion_from_matrix
 from .kinematic_fit import fit_vehicle_kinematics
@@ -129,8 +130,6 @@ class ReducedVehicle:
         unsprung = np.zeros(4)
         self.knuckle_inertia = np.zeros((4, 3, 3))
         for name, body in d.model.bodies.items():
-            from ..mbs.model import body_point
-
             g = body_point(body, body.com)
             com = R.T @ (g.B @ q + g.c - p0)
             corner = next((i for i, w in enumerate(WHEELS) if name.endswith(f"_{w}")), None)
@@ -207,19 +206,18 @@ class ReducedVehicle:
         R, RE, rc, rc1, rw1, d1, d2, Ek = c["R"], c["RE"], c["rc"], c["rc1"], c["rw1"], c["d1"], c["d2"], c["Ek"]
         dEb_dr, dEb_dp = c["dEb"]
         dEk_dst, dEk_din = c["dEk"]
-        if True:
-            eta_d = qd[3:6]
-            omega = RE @ eta_d
-            alpha0 = R @ ((dEb_dr * qd[3] + dEb_dp * qd[4]) @ eta_d)
-            sd = qd[6:10]
-            wk = omega + rw1 * sd[:, None]
-            # alpha0 of the knuckles: alpha0 + w x (R w_rel) + R (dE_k/dt a' + E_k a'') sd
-            ang_d = d1[:, 3:] * sd[:, None]
-            dEk_dt = dEk_dst * ang_d[:, 0, None, None] + dEk_din * ang_d[:, 1, None, None]
-            rel_acc = (np.einsum("wij,wj->wi", dEk_dt, d1[:, 3:]) + np.einsum("wij,wj->wi", Ek, d2[:, 3:]) * sd[:, None]) * sd[:, None]
-            alpha0_k = alpha0 + _cross(omega, rw1 * sd[:, None]) + rel_acc @ R.T
-            a0_C = _cross(alpha0, rc) + _cross(omega, _cross(omega, rc)) + 2.0 * _cross(omega, rc1 * sd[:, None]) + (d2[:, :3] * (sd * sd)[:, None]) @ R.T
-            c.update(omega=omega, alpha0=alpha0, wk=wk, alpha0_k=alpha0_k, a0_C=a0_C, Cd=np.einsum("wik,wk->wi", c["JC"], self._local(qd)))
+        eta_d = qd[3:6]
+        omega = RE @ eta_d
+        alpha0 = R @ ((dEb_dr * qd[3] + dEb_dp * qd[4]) @ eta_d)
+        sd = qd[6:10]
+        wk = omega + rw1 * sd[:, None]
+        # alpha0 of the knuckles: alpha0 + w x (R w_rel) + R (dE_k/dt a' + E_k a'') sd
+        ang_d = d1[:, 3:] * sd[:, None]
+        dEk_dt = dEk_dst * ang_d[:, 0, None, None] + dEk_din * ang_d[:, 1, None, None]
+        rel_acc = (np.einsum("wij,wj->wi", dEk_dt, d1[:, 3:]) + np.einsum("wij,wj->wi", Ek, d2[:, 3:]) * sd[:, None]) * sd[:, None]
+        alpha0_k = alpha0 + _cross(omega, rw1 * sd[:, None]) + rel_acc @ R.T
+        a0_C = _cross(alpha0, rc) + _cross(omega, _cross(omega, rc)) + 2.0 * _cross(omega, rc1 * sd[:, None]) + (d2[:, :3] * (sd * sd)[:, None]) @ R.T
+        c.update(omega=omega, alpha0=alpha0, wk=wk, alpha0_k=alpha0_k, a0_C=a0_C, Cd=np.einsum("wik,wk->wi", c["JC"], self._local(qd)))
 
     @staticmethod
     def _local(v: np.ndarray) -> np.ndarray:
