@@ -36,8 +36,11 @@ UNSPRUNG_BODIES = ("knuckle", "lower_arm", "upper_arm", "tie_rod", "toe_link")
 
 def _skew(v: np.ndarray) -> np.ndarray:
     """[v]x for (..., 3) vectors."""
-    z = np.zeros(v.shape[:-1])
-    return np.stack([np.stack([z, -v[..., 2], v[..., 1]], -1), np.stack([v[..., 2], z, -v[..., 0]], -1), np.stack([-v[..., 1], v[..., 0], z], -1)], -2)
+    out = np.zeros(v.shape + (3,))
+    out[..., 0, 1], out[..., 0, 2] = -v[..., 2], v[..., 1]
+    out[..., 1, 0], out[..., 1, 2] = v[..., 2], -v[..., 0]
+    out[..., 2, 0], out[..., 2, 1] = -v[..., 1], v[..., 0]
+    return out
 
 
 def euler_rotation(roll: float, pitch: float, yaw: float) -> np.ndarray:
@@ -180,11 +183,11 @@ class ReducedVehicle:
         R = euler_rotation(q[3], q[4], q[5])
         Eb, dEb_dr, dEb_dp = body_rate_matrix(q[3], q[4])
         RE = R @ Eb
-        k = [c.evaluate(float(s), self.rack_m) for c, s in zip(self.corners, q[6:10])]
-        cbar = np.array([x.position_m for x in k])  # (4, 3) base_link
-        ang = np.array([x.angles_rad for x in k])
-        d1 = np.array([x.d_dz for x in k])  # (4, 6)
-        d2 = np.array([x.d2_dz2 for x in k])
+        ch = np.array([c.channels(float(s), self.rack_m) for c, s in zip(self.corners, q[6:10])])  # (4, 7, 6)
+        cbar = ch[:, :3, 0]  # (4, 3) wheel centre, base_link
+        ang = ch[:, 3:6, 0]  # steer, inclination, dive
+        d1 = ch[:, :6, 1]  # d/ds (4, 6)
+        d2 = ch[:, :6, 3]  # d2/ds2
         Ek, dEk_dst, dEk_din = _knuckle_rate_matrix(ang)
         Kk = _knuckle_rotation(ang)
         rc = cbar @ R.T  # R cbar (4, 3)
@@ -198,7 +201,7 @@ class ReducedVehicle:
         JW = np.zeros((4, 3, 8))
         JW[:, :, 3:6] = RE
         JW[:, :, 6] = rw1
-        return dict(R=R, Eb=Eb, RE=RE, cbar=cbar, ang=ang, d1=d1, d2=d2, Ek=Ek, dEk=(dEk_dst, dEk_din), K=Kk, rc=rc, rc1=rc1, rw1=rw1, JC=JC, JW=JW,
+        return dict(spring=ch[:, 6, :], R=R, Eb=Eb, RE=RE, cbar=cbar, ang=ang, d1=d1, d2=d2, Ek=Ek, dEk=(dEk_dst, dEk_din), K=Kk, rc=rc, rc1=rc1, rw1=rw1, JC=JC, JW=JW,
                     dEb=(dEb_dr, dEb_dp), C=q[:3] + rc)
 
     def _velocity_terms(self, c: dict, q: np.ndarray, qd: np.ndarray) -> None:
@@ -276,10 +279,8 @@ class ReducedVehicle:
         ang = -(np.einsum("wij,wj->wi", Ik, k["alpha0_k"]) + _cross(wk, np.einsum("wij,wj->wi", Ik, wk)))
         Qw = np.einsum("wik,wi->wk", JC, lin) + np.einsum("wik,wi->wk", JW, ang)
         # springs (the fitted spring length), anti-roll bars
-        springs = [c.spring(float(x), self.rack_m) for c, x in zip(self.corners, s)]
-        length = np.array([x.length_m for x in springs], dtype=float)
-        dl = np.array([x.d_dz for x in springs], dtype=float)
-        d2l = np.array([x.d2_dz2 for x in springs], dtype=float)
+        spring = k["spring"]  # (4, 6): length, d/ds, d/drack, d2/ds2, ...
+        length, dl, d2l = spring[:, 0], spring[:, 1], spring[:, 3]
         f = self.spring_k * (length - self.spring_l0) + self.spring_c * dl * sd + self.spring_f0
         Qw[:, 6] -= f * dl
         for (a, b), stiffness in self.arb:
