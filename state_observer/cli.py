@@ -33,7 +33,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
     return record.simulate_command(
         args.manoeuvre, args.out, vehicle=args.vehicle, sensors=args.sensors,
-        duration_s=args.duration, seed=args.seed, force=args.force, storage=args.storage)
+        duration_s=args.duration, seed=args.seed, force=args.force, storage=args.storage,
+        start_time_s=args.start_time)
 
 
 def _positive_seconds(text: str) -> float:
@@ -43,6 +44,16 @@ def _positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not (value > 0 and value != float("inf")):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
+def _start_time(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value < 4e9:
+        raise argparse.ArgumentTypeError(f"must be seconds since the Unix epoch (0 to 4e9): {text!r}")
     return value
 
 
@@ -90,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--force", action="store_true", help="replace an existing bag at BAG")
     simulate.add_argument("--storage", choices=("sqlite3", "mcap"), default="sqlite3",
                           help="rosbag2 storage format (default: sqlite3)")
+    simulate.add_argument("--start-time", type=_start_time, default=1767225600.0, metavar="S",
+                          help="time of the first sample, seconds since the Unix epoch (default: 2026-01-01T00:00:00Z)")
     simulate.set_defaults(func=_simulate)
     return parser
 

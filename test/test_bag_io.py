@@ -801,3 +801,8 @@ def test_simulate_end_to_end(tmp_path, capsys):
     samples = list(read_samples(out))
     assert len(samples) == sum(stats[topic].count for topic in configured_rates())
     assert all(sample.receive_ns >= sample.stamp_ns for _, _, sample in samples)
+    # stamps start at the default start time (2026-01-01T00:00:00Z), not at ROS time 0
+    start_ns = 1767225600 * 10**9
+    assert min(sample.stamp_ns for _, _, sample in samples) == start_ns
+    first_truth = next(read_messages(out, ["/truth/odometry"]))
+    assert first_truth[1] == start_ns

@@ -27,14 +27,17 @@ if TYPE_CHECKING:
     from state_observer.sim.truth import TruthSample
 
 PROG = "state-observer simulate"
+# Simulated bags start at 2026-01-01T00:00:00Z, not at ROS time 0 (which tf2 and rviz read as "latest").
+DEFAULT_START_TIME_S = 1767225600.0
 
 
 def record_run(run: Iterable[tuple[TruthSample, list]], writer: BagWriter,
                truth_epoch_ns: int = 0, on_step: Callable[[float], None] | None = None) -> float:
     """Write each step of ``run`` to an open ``writer``; returns the last simulated time (s).
 
-    Truth is stamped and logged at ``truth_epoch_ns + round(t_s * 1e9)``; sample records keep
-    their own stamps (sim/sensors.py uses the same origin) and are logged at ``receive_ns``.
+    Truth is stamped and logged at ``truth_epoch_ns + round(t_s * 1e9)``; sample records (which
+    sim/sensors.py stamps from the same origin, t = 0) are shifted by the same epoch and logged at
+    their ``receive_ns``.
     Samples are held back until the truth time reaches their receive time, so the bag is
     written in log-time order; on a failure the held-back samples are still written.
     """
@@ -51,6 +54,8 @@ def record_run(run: Iterable[tuple[TruthSample, list]], writer: BagWriter,
             t_s = float(truth.t_s)
             writer.write_truth(truth, truth_epoch_ns)
             for sample in samples:
+                if truth_epoch_ns:
+                    sample = sample._replace(stamp_ns=sample.stamp_ns + truth_epoch_ns, receive_ns=sample.receive_ns + truth_epoch_ns)
                 heapq.heappush(pending, (int(sample.receive_ns), next(sequence), sample))
             flush(truth_stamp_ns(truth, truth_epoch_ns))
             if on_step is not None:
@@ -117,6 +122,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 def simulate_command(manoeuvre: str, out: str | Path, *, vehicle: str | Path | None = None,
                      sensors: str | Path | None = None, duration_s: float | None = None,
                      seed: int = 0, force: bool = False, storage: str = "sqlite3",
+                     start_time_s: float = DEFAULT_START_TIME_S,
                      stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
     """Simulate ``manoeuvre`` and record it to the bag ``out``; the process exit code.
 
@@ -153,6 +159,7 @@ def simulate_command(manoeuvre: str, out: str | Path, *, vehicle: str | Path | N
         "state_observer.sensors": str(sensors) if sensors is not None else "default",
         "state_observer.duration_s": "default" if duration_s is None else repr(float(duration_s)),
         "state_observer.seed": str(seed),
+        "state_observer.start_time_s": repr(float(start_time_s)),
     }
     try:
         writer = BagWriter(out, overwrite=force, storage=storage, custom_data=provenance)
@@ -170,7 +177,7 @@ def simulate_command(manoeuvre: str, out: str | Path, *, vehicle: str | Path | N
         with writer:
             run = simulate(manoeuvre, vehicle_path=vehicle, sensors_path=sensors,
                            duration_s=duration_s, seed=seed, progress=progress)
-            record_run(run, writer, on_step=lambda t: last_t.__setitem__(0, t))
+            record_run(run, writer, truth_epoch_ns=int(round(start_time_s * 1e9)), on_step=lambda t: last_t.__setitem__(0, t))
     except KeyboardInterrupt:
         code, message = 130, "interrupted"
     except _Terminated:
