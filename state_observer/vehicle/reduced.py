@@ -28,7 +28,7 @@ from ..sim.truth import TruthSample
 from .detailed import WHEELS, DetailedVehicle, quaternion_from_matrix
 from .kinematic_fit import fit_vehicle_kinematics
 from .tire import TireState, tire_forces
-from .wheel_loads import _cross
+from .wheel_loads import _cross, road_contact, wheel_loads
 
 GRAVITY = np.array([0.0, 0.0, -9.81])
 UNSPRUNG_BODIES = ("knuckle", "lower_arm", "upper_arm", "tie_rod", "toe_link")
@@ -295,7 +295,7 @@ class ReducedVehicle:
             Fa = -coef * abs(vx) * vx * ex
             Q[:3] += Fa
             Q[3:6] += RE.T @ _cross(rcp, Fa)
-        tires = self._tires(q, qd, t, k) if self._tires_enabled else None
+        tires = self._tires(q, qd, t, k, K is not None) if self._tires_enabled else None
         if tires is not None:
             Qw += tires["Q"]
         np.add.at(Q, self._COLS, Qw)
@@ -315,58 +315,23 @@ class ReducedVehicle:
         for (a, b), stiffness in self.arb:
             K[np.ix_([6 + a, 6 + b], [6 + a, 6 + b])] += stiffness * np.array([[1.0, -1.0], [-1.0, 1.0]])
 
-    def _tires(self, q, qd, t, k):
-        """Tire, brake, drive and rolling-resistance loads on local columns (detailed model's laws)."""
-        R, C, Cd = k["R"], k["C"], k["Cd"]
-        w = (R @ np.einsum("wij,j->wi", k["K"], np.array([0.0, 1.0, 0.0])).T).T  # axle, world
-        road = self.road.contact(C[:, :2])
-        nrm = road.normal
-        ex = _cross(w, nrm)
-        ex /= np.linalg.norm(ex, axis=1)[:, None]
-        ey = _cross(nrm, ex)
-        eu = _cross(ex, w)
-        cos_u = np.sum(eu * nrm, axis=1)
-        r_s = (C[:, 2] - road.height_m) * nrm[:, 2] / cos_u
-        xi = self.R0 - r_s
-        xi_dot = -np.sum(Cd * nrm, axis=1) / cos_u
-        P = C - r_s[:, None] * eu
-        JP = k["JC"] - _skew(P - C) @ k["JW"]  # hub point at P
-        loc = self._local(qd)
-        vP = np.einsum("wik,wk->wi", JP, loc)
-        vx, vy = np.sum(ex * vP, axis=1), np.sum(ey * vP, axis=1)
+    def _tires(self, q, qd, t, k, tangent: bool):
+        """Tire, brake, drive and rolling-resistance loads on local columns (the detailed model's laws)."""
+        R, C = k["R"], k["C"]
+        w = k["K"][:, :, 1] @ R.T  # axle (the knuckle frame's y column), world
+        g = road_contact(self.road, C, k["Cd"], w, self.R0)
+        JP = k["JC"] - _skew(g.P - C) @ k["JW"]  # hub point at P
+        vP = np.einsum("wik,wk->wi", JP, self._local(qd))
         omega = qd[10:14]
         dt = max(t - self._t0, 1e-9)
-        out = tire_forces(self.tire, self.mu, xi, xi_dot, vx, vy, omega, self.tire_state, dt)
-        J = JP.copy()
-        J[:, :, 7] -= r_s[:, None] * ex
-        F = out.fx_n[:, None] * ex + out.fy_n[:, None] * ey + out.fz_n[:, None] * nrm
-        Qw = np.einsum("wik,wi->wk", J, F)
-        brake = self.brake_torque_n_m * np.tanh(omega / self.brake_eps)
-        Qw[:, 7] += self.drive_torque_n_m - brake + out.rolling_torque_n_m
+        out = tire_forces(self.tire, self.mu, g.xi, g.xi_dot, np.sum(g.ex * vP, axis=1), np.sum(g.ey * vP, axis=1), omega, self.tire_state, dt)
+        Qw, Cw, Kw = wheel_loads(out, g, JP, k["JC"], omega, self.drive_torque_n_m, self.brake_torque_n_m, self.brake_eps, tangent)
         if np.any(self.drive_torque_n_m):  # drive reaction: +T w on the knuckle, -T w on the chassis
             Tw = self.drive_torque_n_m[:, None] * w
             Qw += np.einsum("wik,wi->wk", k["JW"], Tw)
             Qw[:, 3:6] -= Tw @ k["RE"]
         self.last = out
-        self.contact = dict(C=C, P=P, w=w, n=nrm, ex=ex)
-        # tangent: the same terms as the detailed model's wheel loads
-        dvx = np.einsum("wi,wik->wk", ex, JP)
-        dvy = np.einsum("wi,wik->wk", ey, JP)
-        dxi = -np.einsum("wi,wik->wk", nrm, k["JC"]) / cos_u[:, None]
-        dom = np.zeros_like(dvx)
-        dom[:, 7] = 1.0
-        dfx = out.dfx_dvx[:, None] * dvx + out.dfx_dvy[:, None] * dvy + out.dfx_domega[:, None] * dom
-        dfy = out.dfy_dvx[:, None] * dvx + out.dfy_dvy[:, None] * dvy + out.dfy_domega[:, None] * dom
-        load_dir = ex * out.dfx_dfz[:, None] + ey * out.dfy_dfz[:, None] + nrm
-        dfz_dqd = out.dfz_dxidot[:, None] * dxi
-        dF_dqd = ex[:, :, None] * dfx[:, None, :] + ey[:, :, None] * dfy[:, None, :] + load_dir[:, :, None] * dfz_dqd[:, None, :]
-        dF_dq = load_dir[:, :, None] * (out.dfz_dxi[:, None] * dxi)[:, None, :]
-        JT = np.transpose(J, (0, 2, 1))
-        Cw = -JT @ dF_dqd
-        Kw = -JT @ dF_dq
-        Cw[:, 7, :] -= out.drolling_torque_dfz[:, None] * dfz_dqd
-        Cw[:, 7, 7] -= out.drolling_torque_domega
-        Cw[:, 7, 7] += self.brake_torque_n_m * (1.0 - np.tanh(omega / self.brake_eps) ** 2) / self.brake_eps
+        self.contact = dict(C=C, P=g.P, w=w, n=g.n, ex=g.ex)
         return dict(Q=Qw, K=Kw, C=Cw)
 
     def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:

@@ -20,6 +20,7 @@ vertical derivatives chained through J (rank-3 update per wheel) and the brake's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,6 +47,77 @@ def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 _I1, _I2 = np.array([1, 2, 0]), np.array([2, 0, 1])
+
+
+class Contact(NamedTuple):
+    """Disc wheel on the local road plane (module docstring), per wheel (4,) or (4, 3)."""
+
+    ex: np.ndarray  # forward, in the road plane
+    ey: np.ndarray  # left, in the road plane
+    eu: np.ndarray  # up in the wheel plane
+    n: np.ndarray  # road normal
+    cos_u: np.ndarray  # eu . n
+    r_s: np.ndarray  # loaded radius (m)
+    xi: np.ndarray  # compression (m)
+    xi_dot: np.ndarray  # compression rate (m/s)
+    P: np.ndarray  # contact point (m)
+
+
+def road_contact(road, C: np.ndarray, Cd: np.ndarray, w: np.ndarray, unloaded_radius_m: np.ndarray) -> Contact:
+    """Contact geometry of wheels with centres C (4, 3), centre velocities Cd and unit axles w."""
+    surface = road.contact(C[:, :2])
+    n = surface.normal
+    ex = _cross(w, n)
+    ex /= np.sqrt(np.sum(ex * ex, axis=1))[:, None]
+    ey = _cross(n, ex)
+    eu = _cross(ex, w)
+    cos_u = np.sum(eu * n, axis=1)
+    r_s = (C[:, 2] - surface.height_m) * n[:, 2] / cos_u
+    xi_dot = -np.sum(Cd * n, axis=1) / cos_u
+    return Contact(ex, ey, eu, n, cos_u, r_s, unloaded_radius_m - r_s, xi_dot, C - r_s[:, None] * eu)
+
+
+def wheel_loads(out, g: Contact, JP: np.ndarray, JC: np.ndarray, omega: np.ndarray, drive_n_m: np.ndarray,
+                brake_n_m: np.ndarray, brake_eps_rad_s, tangent: bool):
+    """Generalised forces of the tire, brake, drive and rolling resistance on each wheel's columns
+    (spin angle last), and their damping and stiffness blocks when ``tangent``.
+
+    JP (4, 3, k): velocity of the hub point at P; JC (4, 3, k): of the wheel centre.  The wheel's
+    material point at P moves with J = JP - r_s e_x on the spin column.  Returns (Qw (4, k),
+    Cw (4, k, k), Kw (4, k, k)); the blocks are None without ``tangent``.  The drive torque's
+    reactions on the knuckle and the chassis are the caller's (they depend on the coordinates).
+    """
+    ex, ey, nrm = g.ex, g.ey, g.n
+    J = JP.copy()
+    J[:, :, -1] -= g.r_s[:, None] * ex
+    F = out.fx_n[:, None] * ex + out.fy_n[:, None] * ey + out.fz_n[:, None] * nrm
+    Qw = np.matmul(F[:, None, :], J)[:, 0]
+    tanh = np.tanh(omega / brake_eps_rad_s)
+    Qw[:, -1] += drive_n_m - brake_n_m * tanh + out.rolling_torque_n_m
+    if not tangent:
+        return Qw, None, None
+    # dF/dqd and dF/dq through slip velocities, spin and compression
+    dvx = np.matmul(ex[:, None, :], JP)[:, 0]  # d vx / d qd
+    dvy = np.matmul(ey[:, None, :], JP)[:, 0]
+    dxi = -np.matmul(nrm[:, None, :], JC)[:, 0] / g.cos_u[:, None]  # d xi / d q  (= d xi_dot / d qd)
+    dom = np.zeros_like(dvx)
+    dom[:, -1] = 1.0
+    dfx = out.dfx_dvx[:, None] * dvx + out.dfx_dvy[:, None] * dvy + out.dfx_domega[:, None] * dom
+    dfy = out.dfy_dvx[:, None] * dvx + out.dfy_dvy[:, None] * dvy + out.dfy_domega[:, None] * dom
+    load_dir = ex * out.dfx_dfz[:, None] + ey * out.dfy_dfz[:, None] + nrm  # dF/dFz (load sensitivity)
+    dfz_dqd = out.dfz_dxidot[:, None] * dxi
+    dF_dqd = ex[:, :, None] * dfx[:, None, :] + ey[:, :, None] * dfy[:, None, :] + load_dir[:, :, None] * dfz_dqd[:, None, :]
+    dfz_dq = out.dfz_dxi[:, None] * dxi
+    dF_dq = load_dir[:, :, None] * dfz_dq[:, None, :]
+    JT = np.transpose(J, (0, 2, 1))
+    Cw = -np.matmul(JT, dF_dqd)
+    Kw = -np.matmul(JT, dF_dq)
+    # rolling resistance torque on the spin: T_rr(Omega, Fz); brake T_b tanh(Omega / eps)
+    Cw[:, -1, :] -= out.drolling_torque_dfz[:, None] * dfz_dqd
+    Cw[:, -1, -1] -= out.drolling_torque_domega
+    Kw[:, -1, :] -= out.drolling_torque_dfz[:, None] * dfz_dq
+    Cw[:, -1, -1] += brake_n_m * (1.0 - tanh * tanh) / brake_eps_rad_s
+    return Qw, Cw, Kw
 
 
 class WheelLoads:
@@ -137,41 +209,24 @@ class WheelLoads:
         C, w, E = X[:, 0:3], X[:, 3:6], X[:, 6:15].reshape(4, 3, 3)
         Cd = np.matmul(self.BC, qdc[:, :, None])[:, :, 0]
         w = w / np.sqrt(np.sum(w * w, axis=1))[:, None]
-        road = self.road.contact(C[:, :2])
-        nrm = road.normal
-        ex = _cross(w, nrm)
-        ex /= np.sqrt(np.sum(ex * ex, axis=1))[:, None]
-        ey = _cross(nrm, ex)
-        eu = _cross(ex, w)
-        cos_u = np.sum(eu * nrm, axis=1)
-        r_s = (C[:, 2] - road.height_m) * nrm[:, 2] / cos_u
-        xi = self.R0 - r_s
-        xi_dot = -np.sum(Cd * nrm, axis=1) / cos_u
-        P = C - r_s[:, None] * eu
+        g = road_contact(self.road, C, Cd, w, self.R0)
+        P = g.P
         # P as a knuckle-fixed point, P - C = sum_b c_b e_b; for a rigid knuckle E^-1 = G^-1 E^T
         c = np.matmul(self.Ginv, np.matmul(E, (P - C)[:, :, None]))[:, :, 0]
         BP = self.BC + np.einsum("wb,wbjk->wjk", c, self.BE)
-        J = BP.copy()
-        J[:, :, -1] -= r_s[:, None] * ex  # material point of the spinning wheel at P
         vP = np.matmul(BP, qdc[:, :, None])[:, :, 0]
-        vx = np.sum(ex * vP, axis=1)
-        vy = np.sum(ey * vP, axis=1)
         omega = qd[self.th]
         dt = max(t - self._t0, 1e-9)  # the deflections keep their state at the start of a step
-        out = tire_forces(self.tire, self.mu, xi, xi_dot, vx, vy, omega, self.state, dt)
+        out = tire_forces(self.tire, self.mu, g.xi, g.xi_dot, np.sum(g.ex * vP, axis=1), np.sum(g.ey * vP, axis=1), omega, self.state, dt)
         self.last = out
-        self.contact = dict(C=C, Cd=Cd, w=w, E=E, ex=ex, ey=ey, n=nrm, eu=eu, cos_u=cos_u, r_s=r_s, P=P, BP=BP, J=J, omega=omega)
+        self.contact = dict(C=C, Cd=Cd, w=w, E=E, geometry=g, P=P, BP=BP, omega=omega)
         return out
 
     def accumulate(self, q, qd, t, Q, K, C):
         out = self.evaluate(q, qd, t)
         g = self.contact
-        ex, ey, nrm, J = g["ex"], g["ey"], g["n"], g["J"]
-        F = out.fx_n[:, None] * ex + out.fy_n[:, None] * ey + out.fz_n[:, None] * nrm
-        Qw = np.matmul(F[:, None, :], J)[:, 0]  # (4, k)
-        omega = g["omega"]
-        brake = self.brake_torque_n_m * np.tanh(omega / self.brake_spin_eps_rad_s)
-        Qw[:, -1] += self.drive_torque_n_m - brake + out.rolling_torque_n_m
+        Qw, Cw, Kw = wheel_loads(out, g["geometry"], g["BP"], self.BC, g["omega"], self.drive_torque_n_m,
+                                 self.brake_torque_n_m, self.brake_spin_eps_rad_s, K is not None)
         Q[self.cols] += Qw  # the wheels' columns are disjoint
         # th is relative to the knuckle: a torque between wheel and knuckle (brake) does work on th only;
         # the drive torque comes from the chassis, so it also turns the knuckle (+T w) and reacts on the
@@ -180,34 +235,10 @@ class WheelLoads:
             drive = self.drive_torque_n_m[:, None] * g["w"]
             self._torque_on_knuckles(Q, drive, g["E"])
             self._torque_on_chassis(Q, -drive.sum(axis=0), q)
-        if K is None:
-            return
-        # tangent terms: dF/dqd and dF/dq through slip velocities, spin and compression
-        BP, BC = g["BP"], self.BC
-        dvx = np.matmul(ex[:, None, :], BP)[:, 0]  # d vx / d qd_cols
-        dvy = np.matmul(ey[:, None, :], BP)[:, 0]
-        dxi = -np.matmul(nrm[:, None, :], BC)[:, 0] / g["cos_u"][:, None]  # d xi / d q  (= d xi_dot / d qd)
-        dom = np.zeros_like(dvx)
-        dom[:, -1] = 1.0
-        dfx = out.dfx_dvx[:, None] * dvx + out.dfx_dvy[:, None] * dvy + out.dfx_domega[:, None] * dom
-        dfy = out.dfy_dvx[:, None] * dvx + out.dfy_dvy[:, None] * dvy + out.dfy_domega[:, None] * dom
-        load_dir = ex * out.dfx_dfz[:, None] + ey * out.dfy_dfz[:, None] + nrm  # dF/dFz (load sensitivity)
-        dfz_dqd = out.dfz_dxidot[:, None] * dxi
-        dF_dqd = ex[:, :, None] * dfx[:, None, :] + ey[:, :, None] * dfy[:, None, :] + load_dir[:, :, None] * dfz_dqd[:, None, :]
-        dfz_dq = out.dfz_dxi[:, None] * dxi
-        dF_dq = load_dir[:, :, None] * dfz_dq[:, None, :]
-        JT = np.transpose(J, (0, 2, 1))
-        Cw = -np.matmul(JT, dF_dqd)
-        Kw = -np.matmul(JT, dF_dq)
-        # rolling resistance torque on the spin: T_rr(Omega, Fz)
-        Cw[:, -1, :] -= out.drolling_torque_dfz[:, None] * dfz_dqd
-        Cw[:, -1, -1] -= out.drolling_torque_domega
-        Kw[:, -1, :] -= out.drolling_torque_dfz[:, None] * dfz_dq
-        sech2 = 1.0 - np.tanh(omega / self.brake_spin_eps_rad_s) ** 2
-        Cw[:, -1, -1] += self.brake_torque_n_m * sech2 / self.brake_spin_eps_rad_s
-        rows, cols = self._block_index
-        C[rows, cols] += Cw
-        K[rows, cols] += Kw
+        if K is not None:
+            rows, cols = self._block_index
+            C[rows, cols] += Cw
+            K[rows, cols] += Kw
 
     def _torque_on_knuckles(self, Q, T, E):
         """Generalised forces of torques T (4, 3) on the knuckles: 1/2 sum_kl G^-1_kl B_k^T (T x e_l)."""
