@@ -37,34 +37,24 @@ def _simulate(args: argparse.Namespace) -> int:
         start_time_s=args.start_time)
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (value > 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
-    return value
+def _checked(kind, accept, requirement: str):
+    """An argparse type: parse with ``kind``, then refuse values ``accept`` rejects."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {'an integer' if kind is int else 'a number'}: {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"{requirement}: {text!r}")
+        return value
+
+    return parse
 
 
-def _start_time(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value < 4e9:
-        raise argparse.ArgumentTypeError(f"must be seconds since the Unix epoch (0 to 4e9): {text!r}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
-    return value
+_positive_seconds = _checked(float, lambda v: 0.0 < v < float("inf"), "must be a positive number of seconds")
+_start_time = _checked(float, lambda v: 0.0 <= v < 4e9, "must be seconds since the Unix epoch (0 to 4e9)")
+_seed = _checked(int, lambda v: v >= 0, "must be >= 0")
 
 
 def build_parser() -> argparse.ArgumentParser:
