@@ -23,6 +23,7 @@ PYTHON_MODULE_KEYS = {
     "numpy": "python3-numpy",
     "scipy": "python3-scipy",
     "yaml": "python3-yaml",
+    "numba": "python3-numba",
     "matplotlib": "python3-matplotlib",
     "rosbags": "python3-rosbags",
     "transforms3d": "python3-transforms3d",
@@ -31,6 +32,7 @@ PYTHON_MODULE_KEYS = {
 PIP_NAMES = {
     "python3-numpy": "numpy",
     "python3-scipy": "scipy",
+    "python3-numba": "numba",
     "python3-yaml": "pyyaml",
     "python3-matplotlib": "matplotlib",
     "python3-rosbags": "rosbags",

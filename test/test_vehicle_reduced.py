@@ -26,21 +26,14 @@ def reduced(desc, tmp_path_factory):
 
 def inertia_only(vehicle, q, qd):
     """Generalised forces with gravity, springs and tires switched off: the velocity terms alone."""
-    saved = (vehicle.spring_k.copy(), vehicle.spring_c.copy(), vehicle.spring_f0.copy(), vehicle.arb, vehicle.aero)
-    import state_observer.vehicle.reduced as red
+    from state_observer.vehicle import reduced_kernels
 
-    g = red.GRAVITY.copy()
     try:
-        vehicle.spring_k[:], vehicle.spring_c[:], vehicle.spring_f0[:] = 0.0, 0.0, 0.0
-        vehicle.arb, vehicle.aero = [], None
-        red.GRAVITY[:] = 0.0
-        vehicle._tires_enabled = False
+        vehicle.load_terms = reduced_kernels.INERTIA
         Q = np.zeros(14)
         vehicle._accumulate(q, qd, 0.0, Q, None, None)
     finally:
-        vehicle.spring_k[:], vehicle.spring_c[:], vehicle.spring_f0[:], vehicle.arb, vehicle.aero = saved
-        red.GRAVITY[:] = g
-        vehicle._tires_enabled = True
+        vehicle.load_terms = reduced_kernels.ALL_LOADS
     return Q
 
 
@@ -111,3 +104,35 @@ def test_trajectory_after_20_s_of_double_lane_change(comparisons):
     detailed, model = comparisons["double_lane_change"]
     assert detailed[-1].t_s == pytest.approx(20.0)
     assert np.linalg.norm(detailed[-1].position_enu_m[:2] - model[-1].position_enu_m[:2]) < 1.0
+
+
+def test_stiffness_and_damping_match_finite_differences(reduced):
+    """C = -dQ/dqd is exact for the springs, bars and tires; K = -dQ/dq keeps their dominant terms and
+    omits the turning of the tire-force directions with the chassis (a few % of the largest entry, in
+    the yaw column)."""
+    from state_observer.vehicle import reduced_kernels
+
+    reduced.start(15.0)
+    reduced.set_inputs(0.5, [80.0, 80.0, 0.0, 0.0], [0.0, 0.0, 30.0, 30.0])
+    for _ in range(200):
+        assert reduced.step().success
+    q, qd, t = reduced.solver.q.copy(), reduced.solver.qd.copy(), reduced.solver.t + reduced.dt_s
+    reduced.load_terms = reduced_kernels.SUSPENSION | reduced_kernels.TIRES
+    try:
+        def forces(q, qd):
+            Q = np.zeros(14)
+            reduced._accumulate(q, qd, t, Q, None, None)
+            return Q
+
+        K, C, Q = np.zeros((14, 14)), np.zeros((14, 14)), np.zeros(14)
+        reduced._accumulate(q, qd, t, Q, K, C)
+        np.testing.assert_array_equal(Q, forces(q, qd))
+        h = 1e-6
+        K_fd = np.array([-(forces(q + h * e, qd) - forces(q - h * e, qd)) / (2 * h) for e in np.eye(14)]).T
+        C_fd = np.array([-(forces(q, qd + h * e) - forces(q, qd - h * e)) / (2 * h) for e in np.eye(14)]).T
+    finally:
+        reduced.load_terms = reduced_kernels.ALL_LOADS
+    assert np.abs(C - C_fd).max() < 1e-7 * np.abs(C_fd).max()
+    assert np.abs(K - K_fd).max() < 0.04 * np.abs(K_fd).max()
+    vertical = np.ix_([2, 3, 4, 6, 7, 8, 9], [2, 3, 4, 6, 7, 8, 9])  # heave, roll, pitch, travels
+    assert np.abs(K[vertical] - K_fd[vertical]).max() < 0.005 * np.abs(K_fd).max()

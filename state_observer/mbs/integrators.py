@@ -164,6 +164,7 @@ class ALI3P:
         self._stiff = any(getattr(f, "stiff", True) for f in model.forces)
         self._h_alpha = 0.25 * self.dt**2 * alpha
         self._rheonomic = bool(model.constraints.drivers)
+        self._constrained = m > 0  # minimal-coordinate models skip every constraint term
         # force elements with internal states (e.g. tire deflections) advance them on accepted steps
         self._stateful = [f for f in model.forces if hasattr(f, "commit")]
         for element in self._stateful:
@@ -200,13 +201,15 @@ class ALI3P:
         converged = False
         it = 0
         norm_dq = math.inf
+        constrained = self._constrained
         while it < self.max_iter:
             it += 1
-            cs.evaluate(q, t1)
-            J = cs.jac
-            h_alpha_phi = ha * cs.phi
-            if it > 1:  # lambda*_{i+1} = lambda*_i + alpha Phi(q_{i+1}) (eq. 3.43), not with the predictor's Phi
-                h_lam += h_alpha_phi
+            if constrained:
+                cs.evaluate(q, t1)
+                J = cs.jac
+                h_alpha_phi = ha * cs.phi
+                if it > 1:  # lambda*_{i+1} = lambda*_i + alpha Phi(q_{i+1}) (eq. 3.43), not with the predictor's Phi
+                    h_lam += h_alpha_phi
             if mass_at is not None and it > 1:
                 M = mass_at(q)  # the tangent keeps M(q) and drops dM/dq qdd
             if state_forces:
@@ -219,8 +222,10 @@ class ALI3P:
             if state_forces or mass_at is not None:
                 f_const = M @ h_qdd_hat - h * Q
                 W = M if force_tangent is None else M + force_tangent
-            f = M @ q + f_const + J.T @ (h_alpha_phi + h_lam)
-            lu = solver.factor(self._tangent(W, J))
+            f = M @ q + f_const
+            if constrained:
+                f += J.T @ (h_alpha_phi + h_lam)
+            lu = solver.factor(self._tangent(W, J) if constrained else np.array(W))
             dq = solver.solve(lu, f)
             q = q - dq
             previous, norm_dq = norm_dq, math.sqrt(dq @ dq)
@@ -241,17 +246,20 @@ class ALI3P:
         # multiplier update with Phi at the accepted iterate (eq. 3.43), linearised: Phi is quadratic, so
         # Phi(q) = Phi_last - Phi_q dq up to O(|dq|^2). Without it a step that converges in one
         # iteration never updates lambda* and the constraints drift by (lambda - lambda*) / alpha.
-        phi_final = cs.phi - J @ dq
-        h_lam += ha * phi_final
+        if constrained:
+            phi_final = cs.phi - J @ dq
+            h_lam += ha * phi_final
         # projections with the factorised tangent (eqs. 3.50-3.51). They must use the Phi_q that is
         # inside the factorised A: mixing in Phi_q of the final iterate leaks dt^2/4 alpha dPhi_q terms,
         # O(1e7) times larger than the step, into the free directions.
-        JT = J.T
         rhs = W @ (c1 * q + qd_hat)
-        if self._rheonomic:
-            rhs -= JT @ (ha * cs.phi_t)
+        if constrained and self._rheonomic:
+            rhs -= J.T @ (ha * cs.phi_t)
         qd = solver.solve(lu, rhs)
-        qdd = solver.solve(lu, W @ (c2 * q + qdd_hat) - JT @ (ha * cs.gamma(q, qd)))
+        rhs = W @ (c2 * q + qdd_hat)
+        if constrained:
+            rhs -= J.T @ (ha * cs.gamma(q, qd))
+        qdd = solver.solve(lu, rhs)
         if not math.isfinite(qd @ qd + qdd @ qdd):
             self.last = StepResult(False, it, f"projection produced non-finite values at t = {t1:.6g} s", math.nan, math.nan)
             return self.last
@@ -260,8 +268,8 @@ class ALI3P:
             element.commit(q, qd, t1)
         self.n_steps += 1
         self.n_iterations += it
-        pos = float(abs(phi_final).max(initial=0.0))
-        vel = float(abs(J @ qd + cs.phi_t).max(initial=0.0))
+        pos = float(abs(phi_final).max(initial=0.0)) if constrained else 0.0
+        vel = float(abs(J @ qd + cs.phi_t).max(initial=0.0)) if constrained else 0.0
         msg = "converged" if converged else f"iteration limit {self.max_iter} reached (|dq| = {norm_dq:.3g})"
         self.last = StepResult(True, it, msg, pos, vel)
         return self.last

@@ -10,7 +10,7 @@ import numpy as np
 from .manoeuvres import MANOEUVRES, Driver, Manoeuvre, make_manoeuvre
 from .truth import TruthSample
 
-__all__ = ["MANOEUVRES", "SimulationError", "VehicleInputs", "make_driver", "run", "simulate"]
+__all__ = ["MANOEUVRES", "SimulationError", "VehicleInputs", "make_driver", "run", "simulate", "start_on_path"]
 
 
 class SimulationError(RuntimeError):
@@ -47,6 +47,18 @@ class VehicleInputs(NamedTuple):
     brake_torque_n_m: np.ndarray
 
 
+def start_on_path(vehicle, manoeuvre: Manoeuvre) -> None:
+    """Start the vehicle at the manoeuvre's initial speed at the start of its path, heading along it."""
+    yaw0, start_xy = 0.0, (0.0, 0.0)
+    path = manoeuvre.path
+    if path is not None:
+        d = path.xy[1] - path.xy[0]
+        yaw0, start_xy = math.atan2(d[1], d[0]), tuple(path.xy[0])
+    vehicle.start(speed_m_s=manoeuvre.initial_speed_m_s, yaw_rad=yaw0, position_m=start_xy)
+    if manoeuvre.friction is not None:
+        vehicle.mu = manoeuvre.friction(0.0)
+
+
 def run(vehicle, manoeuvre: Manoeuvre, progress: Callable[[float, float], None] | None = None,
         inputs_log: list | None = None, replay: list | None = None) -> Iterator[TruthSample]:
     """Drive ``manoeuvre`` with a vehicle model (detailed or reduced); yield the truth after every model
@@ -54,16 +66,9 @@ def run(vehicle, manoeuvre: Manoeuvre, progress: Callable[[float, float], None] 
     :class:`VehicleInputs` of every step; ``replay`` applies such a list instead of the driver (the
     same inputs on another model).  Raises :class:`SimulationError` with the model's message if a
     step fails."""
-    yaw0, start_xy = 0.0, (0.0, 0.0)
-    path = manoeuvre.path
-    if path is not None:  # start on the path, heading along it
-        d = path.xy[1] - path.xy[0]
-        yaw0, start_xy = math.atan2(d[1], d[0]), tuple(path.xy[0])
-    vehicle.start(speed_m_s=manoeuvre.initial_speed_m_s, yaw_rad=yaw0, position_m=start_xy)
+    start_on_path(vehicle, manoeuvre)
     driver = make_driver(vehicle, manoeuvre)
     dt = vehicle.dt_s
-    if manoeuvre.friction is not None:
-        vehicle.mu = manoeuvre.friction(0.0)
     vehicle.set_inputs(0.0, np.zeros(4), np.zeros(4))
     truth = vehicle.truth()
     yield truth

@@ -53,14 +53,15 @@ import os
 import tempfile
 import time
 import warnings
-from bisect import bisect_right
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 from scipy.interpolate import make_interp_spline
 
 from ..mbs import SolverError, solve_position, transform_coordinates
+from ..mbs.small_linalg import mm
 from .detailed import WHEELS
 
 CHANNELS = ("x_m", "y_m", "z_m", "steer_rad", "inclination_rad", "dive_rad", "spring_length_m")
@@ -77,25 +78,33 @@ class KinematicsError(RuntimeError):
 
 
 # ---------------------------------------------------------------- angles
+@njit(cache=True)
 def _rz(a: float) -> np.ndarray:
     c, s = math.cos(a), math.sin(a)
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    return np.array(((c, -s, 0.0), (s, c, 0.0), (0.0, 0.0, 1.0)))
 
 
+@njit(cache=True)
 def _rx(a: float) -> np.ndarray:
     c, s = math.cos(a), math.sin(a)
-    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
+    return np.array(((1.0, 0.0, 0.0), (0.0, c, -s), (0.0, s, c)))
 
 
+@njit(cache=True)
 def _ry(a: float) -> np.ndarray:
     c, s = math.cos(a), math.sin(a)
-    return np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
+    return np.array(((c, 0.0, s), (0.0, 1.0, 0.0), (-s, 0.0, c)))
 
 
 def knuckle_rotation(angles_rad) -> np.ndarray:
     """Knuckle frame K = Rz(steer) Rx(inclination) Ry(dive) in the chassis frame (its y column is the axle)."""
-    steer, incl, dive = (float(a) for a in angles_rad)
-    return _rz(steer) @ _rx(incl) @ _ry(dive)
+    return knuckle_rotation_kernel(float(angles_rad[0]), float(angles_rad[1]), float(angles_rad[2]))
+
+
+@njit(cache=True)
+def knuckle_rotation_kernel(steer, incl, dive):
+    """:func:`knuckle_rotation` for numba kernels."""
+    return mm(mm(_rz(steer), _rx(incl)), _ry(dive))
 
 
 def angles_from_rotation(K: np.ndarray) -> np.ndarray:
@@ -319,6 +328,53 @@ class SpringKinematics(NamedTuple):
     d2_drack2: np.ndarray
 
 
+@njit(cache=True)
+def spline_channels_into(coef, bu, br, u, r, out):
+    """Evaluate a piecewise tensor-product polynomial and its derivatives at (u, r).
+
+    coef (ncu, ncr, ch, P, Q): cell (i, j) holds c[ch, p, q] of sum c (u - bu[i])^p (r - br[j])^q;
+    bu (ncu + 1,), br (ncr + 1,) breakpoints (outside them the end cells extrapolate).  Writes
+    out (ch, 6) = value, d/du, d/dr, d2/du2, d2/dudr, d2/dr2 (a 1-D fit has Q = 1: r derivatives 0)."""
+    i = min(max(np.searchsorted(bu, u, side="right") - 1, 0), len(bu) - 2)
+    j = min(max(np.searchsorted(br, r, side="right") - 1, 0), len(br) - 2)
+    U = _power_basis(u - bu[i], coef.shape[3])
+    V = _power_basis(r - br[j], coef.shape[4])
+    C = coef[i, j]
+    P, Q = C.shape[1], C.shape[2]
+    for ch in range(C.shape[0]):
+        # T[a, b] = d^a/du^a d^b/dr^b = sum_pq U[a, p] C[p, q] V[b, q]
+        t00 = t10 = t20 = t01 = t11 = t02 = 0.0
+        for q in range(Q):
+            w0 = w1 = w2 = 0.0  # sum_p U[a, p] C[p, q]
+            for p in range(P):
+                c = C[ch, p, q]
+                w0 += U[0, p] * c
+                w1 += U[1, p] * c
+                w2 += U[2, p] * c
+            t00 += w0 * V[0, q]
+            t10 += w1 * V[0, q]
+            t20 += w2 * V[0, q]
+            t01 += w0 * V[1, q]
+            t11 += w1 * V[1, q]
+            t02 += w0 * V[2, q]
+        out[ch, 0], out[ch, 1], out[ch, 2], out[ch, 3], out[ch, 4], out[ch, 5] = t00, t10, t01, t20, t11, t02
+
+
+@njit(cache=True)
+def _power_basis(x, P):
+    """[[x^p], [p x^(p-1)], [p (p-1) x^(p-2)]] for p = 0..P-1, (3, P)."""
+    B = np.zeros((3, P))
+    xp = 1.0  # x^(p) running power
+    for p in range(P):
+        B[0, p] = xp
+        xp *= x
+    for p in range(1, P):
+        B[1, p] = p * B[0, p - 1]
+    for p in range(2, P):
+        B[2, p] = p * (p - 1.0) * B[0, p - 2]
+    return B
+
+
 class CornerKinematics:
     """Fitted kinematics of one corner: knuckle pose and spring length against (wheel travel, rack travel).
 
@@ -355,10 +411,6 @@ class CornerKinematics:
             br = np.array([r[0], r[0]])
             self._coef = np.ascontiguousarray(np.transpose(cu, (1, 2, 3, 0))[..., None])  # (ncu, 1, ch, P, 1)
         self._bu, self._br = bu, br
-        self._bu_list, self._br_list = bu[1:-1].tolist(), br[1:-1].tolist()
-        self._powers = np.arange(degree + 1, dtype=float)
-        self._tu = self._basis_tables(self._coef.shape[3])
-        self._tr = self._basis_tables(self._coef.shape[4])
         self.static_offset_m = 0.0
         self.dive_static_rad = 0.0
         self.dive_static_rad = float(self._channels(float(static_offset_m), 0.0)[DIVE, 0])
@@ -372,48 +424,16 @@ class CornerKinematics:
     def rack_range_m(self) -> tuple[float, float]:
         return float(self.rack_m[0]), float(self.rack_m[-1])
 
-    @staticmethod
-    def _basis_tables(P: int) -> tuple[np.ndarray, np.ndarray]:
-        """Index and factor tables with basis = factor * (x^0..x^(P-1))[index] (see :meth:`_basis`)."""
-        p = np.arange(P)
-        index = np.stack([p, np.maximum(p - 1, 0), np.maximum(p - 2, 0)])
-        factor = np.stack([np.ones(P), p, p * (p - 1.0)])
-        return index, factor
-
-    def _basis(self, x: float, tables) -> np.ndarray:
-        """[[x^p], [p x^(p-1)], [p (p-1) x^(p-2)]] for p = 0..P-1, (3, P)."""
-        index, factor = tables
-        return factor * (x ** self._powers[: factor.shape[1]])[index]
-
     def _channels(self, u: float, r: float) -> np.ndarray:
         """All channels at one (u, r): (ch, 6) = value, d/dz, d/ds, d2/dz2, d2/dzds, d2/ds2 (dive not shifted)."""
-        i = bisect_right(self._bu_list, u)
-        j = bisect_right(self._br_list, r) if self.steered else 0
-        C = self._coef[i, j]  # (ch, P, Q)
-        U = self._basis(u - self._bu[i], self._tu)
-        if self.steered:
-            V = self._basis(r - self._br[j], self._tr)
-            M = U @ C @ V.T  # (ch, 3, 3): M[:, a, b] = d^a/dz^a d^b/ds^b
-            return M.reshape(len(CHANNELS), 9)[:, [0, 3, 1, 6, 4, 2]]
-        M = (U @ C[:, :, 0].T).T  # (ch, 3)
-        out = np.zeros((len(CHANNELS), 6))
-        out[:, [0, 1, 3]] = M
-        return out
+        return self._channels_array(np.array([u]), np.array([r]))[0]
 
     def _channels_array(self, u: np.ndarray, r: np.ndarray) -> np.ndarray:
-        """Vectorised :meth:`_channels`: (N, ch, 6)."""
-        i = np.clip(np.searchsorted(self._bu, u, side="right") - 1, 0, len(self._bu) - 2)
-        j = np.clip(np.searchsorted(self._br, r, side="right") - 1, 0, len(self._br) - 2) if self.steered else np.zeros(len(u), int)
-        C = self._coef[i, j]  # (N, ch, P, Q)
-
-        def basis(x, tables):
-            index, factor = tables
-            return factor * (x[:, None] ** self._powers[: factor.shape[1]])[:, index]  # (N, 3, P)
-
-        U = basis(u - self._bu[i], self._tu)[:, None]  # (N, 1, 3, P)
-        V = basis(r - self._br[j], self._tr)[:, None] if self.steered else np.array([[1.0], [0.0], [0.0]])
-        M = (U @ C @ np.swapaxes(V, -1, -2)).reshape(len(u), len(CHANNELS), 9)  # (N, ch, 3, 3) -> 9
-        return M[:, :, [0, 3, 1, 6, 4, 2]]
+        """(N, ch, 6) channels at N points (u, r) (dive not shifted)."""
+        out = np.empty((len(u), len(CHANNELS), 6))
+        for k in range(len(u)):
+            spline_channels_into(self._coef, self._bu, self._br, u[k], r[k], out[k])
+        return out
 
     def channels(self, travel_m, rack_m=0.0) -> np.ndarray:
         """Every channel (CHANNELS) with its derivatives: (..., 7, 6) = value, d/dz, d/ds, d2/dz2, d2/dzds, d2/ds2.

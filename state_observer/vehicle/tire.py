@@ -132,10 +132,12 @@ when E H -> 1 at standstill.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import NamedTuple, Sequence, Union
 
 import numpy as np
+from numba import njit
 
 ArrayLike = Union[float, np.ndarray]
 
@@ -212,15 +214,11 @@ class TireParameters:
         if np.any(np.asarray(self.dynamic_radius_m) > np.asarray(self.unloaded_radius_m)):
             raise ValueError("TireParameters.dynamic_radius_m must be <= unloaded_radius_m, got "
                              f"{self.dynamic_radius_m} > {self.unloaded_radius_m}")
-        # (2, 1) or (2, N) stacks (row 0 = x, row 1 = y) for the hot path
-        for name, x, y in (("_k2", self.longitudinal_slip_stiffness, self.cornering_stiffness_per_rad),
-                           ("_c2", self.deflection_stiffness_x_n_per_m, self.deflection_stiffness_y_n_per_m),
-                           ("_d2", self.deflection_damping_x_n_s_per_m, self.deflection_damping_y_n_s_per_m)):
-            stacked = np.array(np.broadcast_arrays(x, y), dtype=float).reshape(2, -1)
-            stacked.setflags(write=False)
-            object.__setattr__(self, name, stacked)
-        object.__setattr__(self, "_neg_rd", -self.dynamic_radius_m)
-        object.__setattr__(self, "_neg_crr_rd", -self.rolling_resistance_coefficient * self.dynamic_radius_m)
+        # (1, 12) or (N, 12) parameter rows for the compiled kernel (field order = TMeasy order)
+        rows = np.array(np.broadcast_arrays(*(getattr(self, f.name) for f in fields(self))), dtype=float).reshape(len(fields(self)), -1).T
+        rows = np.ascontiguousarray(rows)
+        rows.setflags(write=False)
+        object.__setattr__(self, "rows", rows)
 
     @classmethod
     def stack(cls, per_wheel: Sequence[TireParameters]) -> TireParameters:
@@ -310,87 +308,94 @@ def tire_forces(p: TireParameters, mu: ArrayLike, compression_m: np.ndarray,
     with the same ``state`` and the iterate's end-of-step velocities (the ODE
     coefficients are frozen at those inputs); commit ``deflection_x_m`` and
     ``deflection_y_m`` as the next state only when the step is accepted.  Scalar
-    parameter fields broadcast; ``TireParameters.stack`` fields are somewhat faster.
-
-    The two directions are computed together as (2, N) arrays (row 0 = x, row 1 = y).
+    parameter fields broadcast.  The work is done by the compiled kernel :func:`tmeasy_into`,
+    which vehicle models call directly to avoid the wrapper's allocations.
     """
     if not dt_s > 0.0:
         raise ValueError(f"dt_s must be > 0, got {dt_s}")
-    if not (mu if isinstance(mu, float) else np.min(mu)) > 0.0:
-        raise ValueError(f"mu must be > 0, got {mu}")
     if not omega_eps_rad_s > 0.0:
         raise ValueError(f"omega_eps_rad_s must be > 0, got {omega_eps_rad_s}")
-    rd = p.dynamic_radius_m
-    k2, c2, d2 = p._k2, p._c2, p._d2
+    n = len(compression_m)
+    mu = np.asarray(mu, dtype=float)
+    if not np.min(mu, initial=1.0) > 0.0:
+        raise ValueError(f"mu must be > 0, got {mu}")
+    if mu.ndim > 1 or mu.size not in (1, n):
+        raise ValueError(f"mu must be a scalar or one value per wheel ({n}), got shape {mu.shape}")
+    mu = np.broadcast_to(mu, (n,))
+    out = np.empty((len(TireOutput._fields), n))
+    tmeasy_into(p.rows, mu, compression_m, compression_rate_m_s, vx_m_s, vy_m_s, omega_rad_s,
+                state.deflection_x_m, state.deflection_y_m, dt_s, omega_eps_rad_s, out)
+    return TireOutput(*out)
 
-    # normal force: F_z = max(0, k_z xi + d_z dxi) where xi > 0
-    kz = p.vertical_stiffness_n_per_m
-    dz = p.vertical_damping_n_s_per_m
-    fz = np.maximum(kz * compression_m + dz * compression_rate_m_s, 0.0) * (compression_m > 0.0)
-    loaded = fz > 0.0
 
-    # slip velocities dv = (r_D Omega - v_x, -v_y), u = (k_x dv_x, k_y dv_y)
-    v_star = rd * np.abs(omega_rad_s) + p.slip_velocity_regularisation_m_s
-    dv = np.array((rd * omega_rad_s - vx_m_s, np.negative(vy_m_s)))
-    u = k2 * dv
-    w = np.hypot(u[0], u[1])
-    # slip damper per unit load m1 = min(1/v*, mu/w); m = k F_z m1 (row 0 = x, row 1 = y)
-    mu_v = mu * v_star
-    sat = w > mu_v
-    den = np.maximum(w, mu_v)
-    m1 = mu / den
-    m = k2 * (fz * m1)
+@njit(cache=True)
+def tmeasy_into(rows, mu, xi_z, xi_z_dot, vx, vy, omega, xi0_x, xi0_y, dt, omega_eps, out):
+    """Compiled kernel of :func:`tire_forces`: wheel i uses parameter row min(i, len(rows) - 1)
+    (``TireParameters.rows``) and writes the TireOutput fields into out[:, i]."""
+    last = rows.shape[0] - 1
+    for i in range(out.shape[1]):
+        r0, rd, kz, dz, kx, ky, cx, cy, ddx, ddy, vn, crr = rows[min(i, last)]
+        # normal force: F_z = max(0, k_z xi + d_z dxi) where xi > 0
+        fz = max(kz * xi_z[i] + dz * xi_z_dot[i], 0.0) if xi_z[i] > 0.0 else 0.0
+        loaded = 1.0 if fz > 0.0 else 0.0
+        om = omega[i]
+        # slip velocities dv = (r_D Omega - v_x, -v_y), u = (k_x dv_x, k_y dv_y)
+        v_star = rd * abs(om) + vn
+        dvx, dvy = rd * om - vx[i], -vy[i]
+        ux, uy = kx * dvx, ky * dvy
+        w = math.hypot(ux, uy)
+        # slip damper per unit load m1 = min(1/v*, mu/w)
+        mu_v = mu[i] * v_star
+        sat = w > mu_v
+        den = max(w, mu_v)
+        m1 = mu[i] / den
+        # dm1/dv (saturated only) and dm1/dOmega
+        g = m1 / (den * den) if sat else 0.0
+        dm1_dvx, dm1_dvy = g * kx * ux, g * ky * uy
+        dm1_dom = -rd * (dm1_dvx if sat else m1 * m1 * (1.0 if om > 0.0 else (-1.0 if om < 0.0 else 0.0)))
+        fd_x, xi1_x, pk_x, ddv_x = _deflection(kx, cx, ddx, dvx, fz, m1, xi0_x[i], dt)
+        fd_y, xi1_y, pk_y, ddv_y = _deflection(ky, cy, ddy, dvy, fz, m1, xi0_y[i], dt)
+        pfx, pfy = pk_x * fz, pk_y * fz
+        # rolling resistance T = -C_rr r_D F_z tanh(Omega/omega_eps)
+        th = math.tanh(om / omega_eps)
+        dtrr_dfz = -crr * rd * th
+        out[0, i] = fd_x
+        out[1, i] = fd_y
+        out[2, i] = fz
+        out[3, i] = dtrr_dfz * fz
+        out[4, i] = dvx / v_star
+        out[5, i] = math.atan2(vy[i], vx[i])
+        out[6, i] = xi1_x
+        out[7, i] = xi1_y
+        out[8, i] = pfx * dm1_dvx - ddv_x
+        out[9, i] = pfx * dm1_dvy
+        out[10, i] = pfx * dm1_dom + ddv_x * rd
+        out[11, i] = pfy * dm1_dvx
+        out[12, i] = pfy * dm1_dvy - ddv_y
+        out[13, i] = pfy * dm1_dom
+        out[14, i] = kz * loaded
+        out[15, i] = dz * loaded
+        out[16, i] = pk_x * m1
+        out[17, i] = pk_y * m1
+        out[18, i] = (-crr * rd * fz / omega_eps) * (1.0 - th * th)
+        out[19, i] = dtrr_dfz
 
-    # deflection: (d + m) dxi/dt = m dv - c xi over dt; a dt = c dt/(d + m)
+
+@njit(cache=True)
+def _deflection(k, c, d, dv, fz, m1, xi0, dt):
+    """One direction of the deflection dynamics over dt (module docstring): returns F^D, xi(dt),
+    k dF^D/dm and dF^D/d(dv) at fixed m."""
+    m = k * fz * m1
     f_ss = m * dv
-    dm = d2 + m
-    nadt = (c2 * -dt_s) / dm           # -a dt
-    em1 = np.expm1(nadt)               # E - 1
+    dm = d + m
+    nadt = -c * dt / dm                  # -a dt
+    em1 = math.expm1(nadt)               # E - 1
     e = em1 + 1.0
-    eg = e * (d2 / dm)                 # E (1 - H), H = m/(d + m)
-    eh = e - eg                        # E H
-    one_m_eh = eg - em1                # 1 - E H, without cancellation when E H -> 1
-    xi0 = np.array(state)
-    r = c2 * xi0 - f_ss
+    eg = e * (d / dm)                    # E (1 - H), H = m/(d + m)
+    eh = e - eg                          # E H
+    one_m_eh = eg - em1                  # 1 - E H, without cancellation when E H -> 1
+    r = c * xi0 - f_ss
     fd = f_ss + r * eh
-    xi1 = xi0 * e - (f_ss / c2) * em1  # xi_ss + (xi0 - xi_ss) E
-    # P k = k dF^D/dm = k [(1 - E H) dv + (c xi0 - F^S) E (a dt H + 1 - H)/(d + m)]
-    pk = (one_m_eh * dv + r * ((eg - nadt * eh) / dm)) * k2
-    ddv = one_m_eh * m                 # dF^D/d(dv) at fixed m
-
-    # dm1: saturated m1 = mu/w -> dm1/dv_x = m1 k_x u_x/w^2, dm1/dv_y = m1 k_y u_y/w^2,
-    # dm1/dOmega = -r_D dm1/dv_x;  linear m1 = 1/v* -> dm1/dOmega = -r_D m1^2 sign(Omega)
-    dm1_dv = ((m1 / (den * den)) * sat) * k2 * u            # (dm1/dv_x, dm1/dv_y)
-    dm1_domega = p._neg_rd * np.where(sat, dm1_dv[0], (m1 * m1) * np.sign(omega_rad_s))
-    pf = pk * fz
-    pfx = pf[0]
-    pfy = pf[1]
-    jz = pk * m1
-
-    # rolling resistance T = -C_rr r_D F_z tanh(Omega/omega_eps)
-    th = np.tanh(omega_rad_s * (1.0 / omega_eps_rad_s))
-    dtrr_dfz = p._neg_crr_rd * th
-    trr_fz = p._neg_crr_rd * fz
-
-    return TireOutput(
-        fd[0],                                   # fx_n
-        fd[1],                                   # fy_n
-        fz,                                      # fz_n
-        dtrr_dfz * fz,                           # rolling_torque_n_m
-        dv[0] / v_star,                          # slip_ratio
-        np.arctan2(vy_m_s, vx_m_s),              # slip_angle_rad
-        xi1[0],                                  # deflection_x_m
-        xi1[1],                                  # deflection_y_m
-        pfx * dm1_dv[0] - ddv[0],                # dfx_dvx
-        pfx * dm1_dv[1],                         # dfx_dvy
-        pfx * dm1_domega + ddv[0] * rd,          # dfx_domega
-        pfy * dm1_dv[0],                         # dfy_dvx
-        pfy * dm1_dv[1] - ddv[1],                # dfy_dvy
-        pfy * dm1_domega,                        # dfy_domega
-        kz * loaded,                             # dfz_dxi
-        dz * loaded,                             # dfz_dxidot
-        jz[0],                                   # dfx_dfz
-        jz[1],                                   # dfy_dfz
-        (trr_fz * (1.0 / omega_eps_rad_s)) * (1.0 - th * th),  # drolling_torque_domega
-        dtrr_dfz,                                # drolling_torque_dfz
-    )
+    xi1 = xi0 * e - (f_ss / c) * em1     # xi_ss + (xi0 - xi_ss) E
+    pk = (one_m_eh * dv + r * ((eg - nadt * eh) / dm)) * k
+    return fd, xi1, pk, one_m_eh * m

@@ -19,12 +19,15 @@ vertical derivatives chained through J (rank-3 update per wheel) and the brake's
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 
 from ..mbs.errors import ModelError
+from ..mbs.small_linalg import cross, dot, mtv
 from .tire import TireParameters, TireState, tire_forces
 
 
@@ -50,7 +53,8 @@ _I1, _I2 = np.array([1, 2, 0]), np.array([2, 0, 1])
 
 
 class Contact(NamedTuple):
-    """Disc wheel on the local road plane (module docstring), per wheel (4,) or (4, 3)."""
+    """Disc wheel on the local road plane (module docstring), per wheel (4,) or (4, 3): views of one
+    (4, GEOMETRY_WIDTH) array (``Contact.from_array``) laid out for the compiled kernels."""
 
     ex: np.ndarray  # forward, in the road plane
     ey: np.ndarray  # left, in the road plane
@@ -62,19 +66,38 @@ class Contact(NamedTuple):
     xi_dot: np.ndarray  # compression rate (m/s)
     P: np.ndarray  # contact point (m)
 
+    @classmethod
+    def from_array(cls, geo: np.ndarray) -> Contact:
+        return cls(geo[:, 0:3], geo[:, 3:6], geo[:, 6:9], geo[:, 9:12], geo[:, 12], geo[:, 13], geo[:, 14], geo[:, 15], geo[:, 16:19])
+
+
+GEOMETRY_WIDTH = 19  # columns of a contact-geometry row: ex, ey, eu, n, cos_u, r_s, xi, xi_dot, P
+
 
 def road_contact(road, C: np.ndarray, Cd: np.ndarray, w: np.ndarray, unloaded_radius_m: np.ndarray) -> Contact:
     """Contact geometry of wheels with centres C (4, 3), centre velocities Cd and unit axles w."""
     surface = road.contact(C[:, :2])
-    n = surface.normal
-    ex = _cross(w, n)
-    ex /= np.sqrt(np.sum(ex * ex, axis=1))[:, None]
-    ey = _cross(n, ex)
-    eu = _cross(ex, w)
-    cos_u = np.sum(eu * n, axis=1)
-    r_s = (C[:, 2] - surface.height_m) * n[:, 2] / cos_u
-    xi_dot = -np.sum(Cd * n, axis=1) / cos_u
-    return Contact(ex, ey, eu, n, cos_u, r_s, unloaded_radius_m - r_s, xi_dot, C - r_s[:, None] * eu)
+    geo = np.empty((len(C), GEOMETRY_WIDTH))
+    contact_into(C, Cd, w, unloaded_radius_m, surface.height_m, surface.normal, geo)
+    return Contact.from_array(geo)
+
+
+@njit(cache=True)
+def contact_into(C, Cd, w, unloaded_radius_m, height_m, normal, geo):
+    """Compiled contact geometry (module docstring) of wheels i with the road height and normal below
+    their centres; writes the rows of ``geo`` (layout of :class:`Contact`)."""
+    for i in range(C.shape[0]):
+        n = normal[i]
+        ex = cross(w[i], n)
+        ex /= math.sqrt(dot(ex, ex))
+        ey = cross(n, ex)
+        eu = cross(ex, w[i])
+        cos_u = dot(eu, n)
+        r_s = (C[i, 2] - height_m[i]) * n[2] / cos_u
+        g = geo[i]
+        g[0:3], g[3:6], g[6:9], g[9:12] = ex, ey, eu, n
+        g[12], g[13], g[14], g[15] = cos_u, r_s, unloaded_radius_m[i] - r_s, -dot(Cd[i], n) / cos_u
+        g[16:19] = C[i] - r_s * eu
 
 
 def wheel_loads(out, g: Contact, JP: np.ndarray, JC: np.ndarray, omega: np.ndarray, drive_n_m: np.ndarray,
@@ -82,42 +105,66 @@ def wheel_loads(out, g: Contact, JP: np.ndarray, JC: np.ndarray, omega: np.ndarr
     """Generalised forces of the tire, brake, drive and rolling resistance on each wheel's columns
     (spin angle last), and their damping and stiffness blocks when ``tangent``.
 
-    JP (4, 3, k): velocity of the hub point at P; JC (4, 3, k): of the wheel centre.  The wheel's
-    material point at P moves with J = JP - r_s e_x on the spin column.  Returns (Qw (4, k),
-    Cw (4, k, k), Kw (4, k, k)); the blocks are None without ``tangent``.  The drive torque's
-    reactions on the knuckle and the chassis are the caller's (they depend on the coordinates).
+    out: TireOutput (or its (20, 4) array); JP (4, 3, k): velocity of the hub point at P; JC (4, 3, k):
+    of the wheel centre.  The wheel's material point at P moves with J = JP - r_s e_x on the spin column.
+    Returns (Qw (4, k), Cw (4, k, k), Kw (4, k, k)); the blocks are None without ``tangent``.  The drive
+    torque's reactions on the knuckle and the chassis are the caller's (they depend on the coordinates).
     """
-    ex, ey, nrm = g.ex, g.ey, g.n
-    J = JP.copy()
-    J[:, :, -1] -= g.r_s[:, None] * ex
-    F = out.fx_n[:, None] * ex + out.fy_n[:, None] * ey + out.fz_n[:, None] * nrm
-    Qw = np.matmul(F[:, None, :], J)[:, 0]
-    tanh = np.tanh(omega / brake_eps_rad_s)
-    Qw[:, -1] += drive_n_m - brake_n_m * tanh + out.rolling_torque_n_m
-    if not tangent:
-        return Qw, None, None
-    # dF/dqd and dF/dq through slip velocities, spin and compression
-    dvx = np.matmul(ex[:, None, :], JP)[:, 0]  # d vx / d qd
-    dvy = np.matmul(ey[:, None, :], JP)[:, 0]
-    dxi = -np.matmul(nrm[:, None, :], JC)[:, 0] / g.cos_u[:, None]  # d xi / d q  (= d xi_dot / d qd)
-    dom = np.zeros_like(dvx)
-    dom[:, -1] = 1.0
-    dfx = out.dfx_dvx[:, None] * dvx + out.dfx_dvy[:, None] * dvy + out.dfx_domega[:, None] * dom
-    dfy = out.dfy_dvx[:, None] * dvx + out.dfy_dvy[:, None] * dvy + out.dfy_domega[:, None] * dom
-    load_dir = ex * out.dfx_dfz[:, None] + ey * out.dfy_dfz[:, None] + nrm  # dF/dFz (load sensitivity)
-    dfz_dqd = out.dfz_dxidot[:, None] * dxi
-    dF_dqd = ex[:, :, None] * dfx[:, None, :] + ey[:, :, None] * dfy[:, None, :] + load_dir[:, :, None] * dfz_dqd[:, None, :]
-    dfz_dq = out.dfz_dxi[:, None] * dxi
-    dF_dq = load_dir[:, :, None] * dfz_dq[:, None, :]
-    JT = np.transpose(J, (0, 2, 1))
-    Cw = -np.matmul(JT, dF_dqd)
-    Kw = -np.matmul(JT, dF_dq)
-    # rolling resistance torque on the spin: T_rr(Omega, Fz); brake T_b tanh(Omega / eps)
-    Cw[:, -1, :] -= out.drolling_torque_dfz[:, None] * dfz_dqd
-    Cw[:, -1, -1] -= out.drolling_torque_domega
-    Kw[:, -1, :] -= out.drolling_torque_dfz[:, None] * dfz_dq
-    Cw[:, -1, -1] += brake_n_m * (1.0 - tanh * tanh) / brake_eps_rad_s
-    return Qw, Cw, Kw
+    geo = np.column_stack([g.ex, g.ey, g.eu, g.n, g.cos_u, g.r_s, g.xi, g.xi_dot, g.P])
+    k = JP.shape[2]
+    Qw, Cw, Kw = np.zeros((4, k)), np.zeros((4, k, k)), np.zeros((4, k, k))
+    wheel_loads_into(np.asarray(out, dtype=float), geo, np.ascontiguousarray(JP), np.ascontiguousarray(JC), omega,
+                     np.asarray(drive_n_m, float), np.asarray(brake_n_m, float), np.broadcast_to(np.asarray(brake_eps_rad_s, float), (4,)),
+                     tangent, Qw, Cw, Kw)
+    return (Qw, Cw, Kw) if tangent else (Qw, None, None)
+
+
+@njit(cache=True)
+def wheel_loads_into(tire, geo, JP, JC, omega, drive_n_m, brake_n_m, brake_eps, tangent, Qw, Cw, Kw):
+    """Compiled :func:`wheel_loads`: ADDS each wheel's loads to Qw[i] and, with ``tangent``, its damping
+    and stiffness blocks to Cw[i], Kw[i].  ``tire`` is the (20, 4) TireOutput array, ``geo`` the
+    contact rows (:class:`Contact` layout); brake_eps (4,) the spin rates of the brake's smooth sign."""
+    k = JP.shape[2]
+    J = np.empty((3, k))
+    dvx, dvy, dxi = np.empty(k), np.empty(k), np.empty(k)
+    for i in range(JP.shape[0]):
+        ex, ey, nrm = geo[i, 0:3], geo[i, 3:6], geo[i, 9:12]
+        cos_u, r_s = geo[i, 12], geo[i, 13]
+        fx, fy, fz, trr = tire[0, i], tire[1, i], tire[2, i], tire[3, i]
+        J[:, :] = JP[i]
+        for a in range(3):
+            J[a, k - 1] -= r_s * ex[a]
+        F = fx * ex + fy * ey + fz * nrm
+        for c in range(k):
+            Qw[i, c] += F[0] * J[0, c] + F[1] * J[1, c] + F[2] * J[2, c]
+        th = math.tanh(omega[i] / brake_eps[i])
+        Qw[i, k - 1] += drive_n_m[i] - brake_n_m[i] * th + trr
+        if not tangent:
+            continue
+        # dF/dqd and dF/dq through slip velocities, spin and compression
+        for c in range(k):
+            dvx[c] = ex[0] * JP[i, 0, c] + ex[1] * JP[i, 1, c] + ex[2] * JP[i, 2, c]
+            dvy[c] = ey[0] * JP[i, 0, c] + ey[1] * JP[i, 1, c] + ey[2] * JP[i, 2, c]
+            dxi[c] = -(nrm[0] * JC[i, 0, c] + nrm[1] * JC[i, 1, c] + nrm[2] * JC[i, 2, c]) / cos_u
+        dfx_dvx, dfx_dvy, dfx_dom, dfy_dvx, dfy_dvy, dfy_dom = tire[8, i], tire[9, i], tire[10, i], tire[11, i], tire[12, i], tire[13, i]
+        dfz_dxi, dfz_dxidot, dfx_dfz, dfy_dfz, dtrr_dom, dtrr_dfz = tire[14, i], tire[15, i], tire[16, i], tire[17, i], tire[18, i], tire[19, i]
+        load_dir = ex * dfx_dfz + ey * dfy_dfz + nrm  # dF/dFz (load sensitivity)
+        # J^T ex, J^T ey, J^T load_dir: the generalised directions of each force component
+        gx, gy, gl = mtv(J, ex), mtv(J, ey), mtv(J, load_dir)
+        for r in range(k):
+            for c in range(k):
+                dfx = dfx_dvx * dvx[c] + dfx_dvy * dvy[c]
+                dfy = dfy_dvx * dvx[c] + dfy_dvy * dvy[c]
+                if c == k - 1:
+                    dfx += dfx_dom
+                    dfy += dfy_dom
+                Cw[i, r, c] -= gx[r] * dfx + gy[r] * dfy + gl[r] * dfz_dxidot * dxi[c]
+                Kw[i, r, c] -= gl[r] * dfz_dxi * dxi[c]
+        # rolling resistance torque on the spin: T_rr(Omega, Fz); brake T_b tanh(Omega / eps)
+        for c in range(k):
+            Cw[i, k - 1, c] -= dtrr_dfz * dfz_dxidot * dxi[c]
+            Kw[i, k - 1, c] -= dtrr_dfz * dfz_dxi * dxi[c]
+        Cw[i, k - 1, k - 1] += brake_n_m[i] * (1.0 - th * th) / brake_eps[i] - dtrr_dom
 
 
 class WheelLoads:
