@@ -3,7 +3,7 @@ SHELL := /bin/bash
 # Every target runs in the built environment: .venv + install/ (scripts/env.sh).
 ENV := source scripts/env.sh &&
 
-.PHONY: all bootstrap test bench demo clean distclean
+.PHONY: all bootstrap test bench evaluate demo clean distclean
 
 all: test
 
@@ -19,6 +19,10 @@ test: bootstrap
 bench: bootstrap
 	@mkdir -p results
 	@$(ENV) state-observer bench --json results/bench.json
+
+evaluate: bootstrap
+	@mkdir -p results
+	@$(ENV) state-observer evaluate --json results/evaluate.json
 
 # For now the demo is the benchmark.
 demo: bench

@@ -105,7 +105,35 @@ def detailed_vehicle_benchmarks(sim_seconds: float, repeats: int) -> dict:
     return out
 
 
-BENCHMARKS: dict[str, Callable[[float, int], dict]] = {"linkages": linkage_benchmarks, "detailed_vehicle": detailed_vehicle_benchmarks}
+def observer_benchmarks(sim_seconds: float, repeats: int) -> dict:
+    """errorEKF-FE on the 14-DOF model (dt = 4 ms) over synthesised circle_mu08 measurements: model step,
+    covariance propagation, every measurement update and the feedback (truth simulation not timed)."""
+    from state_observer.estimation.errorekf import ErrorEkfSettings
+    from state_observer.paths import default_sensors_path, default_vehicle_path
+    from state_observer.sim import evaluate
+    from state_observer.sim.sensors import load_sensor_config
+    from state_observer.vehicle.description import load_vehicle
+    from state_observer.vehicle.kinematic_fit import fit_vehicle_kinematics
+
+    desc = load_vehicle(default_vehicle_path())
+    config = load_sensor_config(default_sensors_path())
+    kinematics = fit_vehicle_kinematics(desc)
+    duration = min(10.0, sim_seconds)
+    manoeuvre = evaluate.SCENARIOS["circle_mu08"]()
+    manoeuvre.duration_s = duration
+    truths, samples = evaluate.simulate_truth(desc, config, manoeuvre)
+    steps = len(truths) - 1
+    evaluate.run_model(desc, manoeuvre, samples, config, 10, ErrorEkfSettings(), kinematics)  # warm-up
+    rtfs = []
+    for _ in range(repeats):
+        timing: dict = {}
+        evaluate.run_model(desc, manoeuvre, samples, config, steps, ErrorEkfSettings(), kinematics, timing)
+        rtfs.append(steps * 0.004 / timing["loop_s"])
+    return {"errorekf_fe_reduced_rtf_4ms": round(statistics.median(rtfs), 2)}
+
+
+BENCHMARKS: dict[str, Callable[[float, int], dict]] = {"linkages": linkage_benchmarks, "detailed_vehicle": detailed_vehicle_benchmarks,
+                                                       "observers": observer_benchmarks}
 
 
 def run(quick: bool = False) -> dict:

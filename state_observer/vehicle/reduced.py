@@ -106,6 +106,7 @@ class ReducedVehicle:
         self._xi0 = np.zeros((2, 4))
         self._no_tangent = np.zeros((14, 14))
         self._position_key = None
+        self.force_correction = np.zeros(14)  # generalised forces added by an observer (errorEKF-FE), N and N m
         self.steering_wheel_angle_rad = 0.0
         self.set_inputs(0.0, np.zeros(4), np.zeros(4))
         self.mu = d.wheels.mu
@@ -168,6 +169,17 @@ class ReducedVehicle:
         self._road_normal[:] = surface.normal
         self._position_key = key
 
+    def set_total_mass(self, mass_kg: float) -> None:
+        """Change the vehicle mass by changing the sprung mass (centre of mass kept, inertia scaled with it)."""
+        sprung = self.sprung_mass + (float(mass_kg) - self.total_mass_kg)
+        if not sprung > 0.0:
+            raise ValueError(f"vehicle mass {mass_kg} kg leaves no sprung mass")
+        body = self.body
+        body[kern.B_SPRUNG_I : kern.B_SPRUNG_I + 9] *= sprung / body[kern.B_SPRUNG_M]
+        body[kern.B_SPRUNG_M] = sprung
+        self.sprung_mass, self.total_mass_kg = sprung, float(mass_kg)
+        self._position_key = None
+
     def mass_matrix(self, q: np.ndarray) -> np.ndarray:
         """M(q) (14, 14), kg and kg m^2."""
         self._position(q)
@@ -181,6 +193,7 @@ class ReducedVehicle:
         kern.force_stage(q, qd, self._inputs, self._xi0, self._road_height, self._road_normal, self.body, self.tire.rows, self._mats, self._vecs,
                          self._ch, self._jac, self.load_terms, tangent, Q, K if tangent else self._no_tangent, C if tangent else self._no_tangent,
                          self._tire_out, self._geo)
+        Q += self.force_correction
 
     @property
     def last(self) -> TireOutput:
@@ -206,6 +219,7 @@ class ReducedVehicle:
         self._xi0[:] = 0.0
         self._t0 = t
         self._position_key = None
+        self.force_correction[:] = 0.0
         self.solver = ALI3P(self.model, q, qd, t=t, alpha=1.0, **self.solver_options)
 
     def set_inputs(self, steering_wheel_angle_rad: float, drive_torque_n_m, brake_torque_n_m, steering_rate_rad_s: float = 0.0) -> None:

@@ -1,0 +1,307 @@
+"""errorEKF and errorEKF-FE on the 14-DOF vehicle (Sanjurjo 2016 §3; Rodriguez 2020 §3.3.1, §5.2.2.4).
+
+The multibody model runs unmodified; the filter estimates the model's errors in its 14 coordinates and
+feeds them back after every step, so the a-priori error is always zero.
+
+* errorEKF (``force_estimation=False``): error state x = [dz, dz_dot] (28), constant transition
+  F = [[I, I dt], [0, I]], plant noise of white acceleration errors.
+* errorEKF-FE: x = [dz, dz_dot, dz_ddot] (42).  The error dynamics dz_ddot = A dz + B dz_dot + a, with
+  A = -M^-1 K, B = -M^-1 C (the model's mass, stiffness and damping matrices at the current state; R^Phi =
+  I for independent coordinates) and the acceleration error a a random walk, are discretised with the
+  integrator's trapezoidal rule.  The seeds' explicit form (Rodriguez eq. 3.60, F = [[I + A dt^2/2,
+  I dt + B dt^2/2, I dt^2/2], [A dt, I + B dt, I dt], [0, 0, I]]) is unstable for the stiff tire modes
+  at dt = 4 ms (|1 + dt lambda| > 1 for the wheel-spin slip damping and wheel hop): without
+  measurements the covariance grows without bound and the first sample after an outage throws the
+  model off.  Plant noise of white jerk with the corrected dt^3/3 term (:func:`.kalman.white_jerk_covariance`).
+  After the update the corrections are fed back at position, velocity and acceleration level, and the
+  generalised force that makes the model reproduce the corrected accelerations,
+  dQ = M(z^) z_ddot^ - Q(z^, z_dot^), is applied from then on.  Its chassis part (x, y, z, roll, pitch,
+  yaw) is redistributed onto the four tires: the minimum-norm tire forces that produce it, projected onto
+  each tire's longitudinal and lateral axes, enter the tire deflection states (dxi = dF / c); the part
+  the tires cannot carry stays on the coordinates (Rodriguez eqs. 5.13-5.16).
+
+Measurements are applied one sensor block at a time (any sensor may be missing at any step), each with
+an innovation gate (:mod:`.kalman`) and the Joseph form.  A GNSS fix rejected for longer than
+``reacquire_after_s`` (a datum jump, a wrong start) resets the position to the fix and widens its
+covariance instead of being rejected for ever.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..sensors import models
+from ..vehicle import reduced_kernels as kern
+from .kalman import DEFAULT_GATE_PROBABILITY, GateCache, SensorStatistics, sequential_update, white_acceleration_covariance, white_jerk_covariance
+
+N = models.N
+SENSORS = ("gnss_fix", "gnss_velocity", "gyroscope", "accelerometer", "wheel_rates", "wheel_angles", "suspension_travel")
+
+
+def _per_coordinate(chassis_xyz, chassis_angles, travel, spin) -> np.ndarray:
+    return np.concatenate([np.full(3, chassis_xyz), np.full(3, chassis_angles), np.full(4, travel), np.full(4, spin)])
+
+
+@dataclass
+class ErrorEkfSettings:
+    """Tuning of the vehicle errorEKF(-FE).  Plant-noise intensities per coordinate
+    [x y z, roll pitch yaw, 4 travels, 4 spins]: white jerk (FE; m^2/s^5, rad^2/s^5) or white
+    acceleration (plain; m^2/s^3, rad^2/s^3)."""
+
+    force_estimation: bool = True
+    tire_redistribution: bool = True
+    # coordinates that receive force feedback (x, y, yaw and the wheel spins): heave, roll, pitch and the
+    # travels are held by the stiff tires and springs, where an unobservable force offset would only
+    # shift the static equilibrium
+    force_feedback_coordinates: tuple = (0, 1, 5, 10, 11, 12, 13)
+    plant_sigma2: np.ndarray = field(default_factory=lambda: _per_coordinate(400.0, 100.0, 400.0, 4000.0))
+    # initial error sigmas per coordinate: positions (m, rad), velocities, accelerations
+    initial_position_sigma: np.ndarray = field(default_factory=lambda: np.array([1.0, 1.0, 0.01, 0.01, 0.01, 0.05] + [0.005] * 4 + [0.1] * 4))
+    initial_velocity_sigma: np.ndarray = field(default_factory=lambda: np.array([0.1, 0.1, 0.02, 0.01, 0.01, 0.01] + [0.02] * 4 + [0.5] * 4))
+    initial_acceleration_sigma: np.ndarray = field(default_factory=lambda: np.array([1.0] * 6 + [1.0] * 4 + [5.0] * 4))
+    gate_probability: float = DEFAULT_GATE_PROBABILITY
+    gnss_orientation_columns: bool = False
+    reacquire_after_s: float = 2.0
+    relock_after: int = 50  # consecutive rejections of a (non-GNSS-fix) sensor before it is trusted again
+    divergence_nis_factor: float = 20.0  # recent mean NIS above factor * dof flags divergence
+
+    def __post_init__(self):
+        self.plant_sigma2 = np.broadcast_to(np.asarray(self.plant_sigma2, float), (N,)).copy()
+        if np.any(self.plant_sigma2 < 0) or not np.all(np.isfinite(self.plant_sigma2)):
+            raise ValueError("ErrorEkfSettings.plant_sigma2 must be finite and >= 0")
+
+
+class VehicleErrorEKF:
+    """errorEKF(-FE) on a :class:`state_observer.vehicle.reduced.ReducedVehicle` (module docstring).
+
+    Per model step: :meth:`predict` (inputs, model step, covariance), any number of ``update_*`` calls
+    for the measurements stamped within the step, then :meth:`correct`."""
+
+    def __init__(self, vehicle, mounts, settings: ErrorEkfSettings | None = None):
+        self.vehicle = vehicle
+        self.mounts = mounts
+        self.settings = s = settings or ErrorEkfSettings()
+        self.dt = vehicle.dt_s
+        self.levels = 3 if s.force_estimation else 2
+        n = self.levels * N
+        self.x = np.zeros(n)
+        self.P = np.zeros((n, n))
+        dt = self.dt
+        if s.force_estimation:
+            self.plant = white_jerk_covariance(s.plant_sigma2, dt)
+        else:
+            self.plant = white_acceleration_covariance(s.plant_sigma2, dt)
+            self.F = np.block([[np.eye(N), dt * np.eye(N)], [np.zeros((N, N)), np.eye(N)]])
+        self.gate = GateCache(s.gate_probability)
+        self._feedback_mask = np.zeros(N)
+        self._feedback_mask[list(s.force_feedback_coordinates)] = 1.0
+        self.stats = {name: SensorStatistics() for name in SENSORS}
+        self.diverged = False
+        self._rejected_since: float | None = None
+        self.n_resets = 0  # GNSS re-acquisitions
+        self.n_force_resets = 0
+        self.n_relocks = 0  # force corrections dropped because the model step failed with them
+
+    # ----- life cycle ---------------------------------------------------------------------------------
+    def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:
+        self.vehicle.start(speed_m_s=speed_m_s, yaw_rad=yaw_rad, position_m=position_m, t=t)
+        s = self.settings
+        sig = np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma, s.initial_acceleration_sigma])
+        self.P[:] = np.diag(np.square(sig[: self.levels * N]))
+        self.x[:] = 0.0
+
+    @property
+    def t(self) -> float:
+        return self.vehicle.solver.t
+
+    def predict(self) -> bool:
+        """Advance the model one step (inputs already set on the vehicle) and propagate P."""
+        v = self.vehicle
+        result = v.step()
+        if not result.success and v.force_correction.any():
+            # a bad force correction (e.g. after a long sensor outage) must not stop the observer: drop it,
+            # widen the acceleration errors and retry the step (a failed step leaves the model unchanged)
+            v.force_correction[:] = 0.0
+            self.n_force_resets += 1
+            if self.levels == 3:
+                self.P[2 * N :, 2 * N :] += np.diag(np.square(self.settings.initial_acceleration_sigma))
+            result = v.step()
+        if not result.success:
+            return False
+        if self.settings.force_estimation:
+            self.F = self._transition()
+        self.P[:] = self.F @ self.P @ self.F.T + self.plant
+        self.x[:] = 0.0
+        return True
+
+    def _transition(self) -> np.ndarray:
+        """Error transition of one trapezoidal step (module docstring): y = [dz, dz_dot] follows
+        y' = J y + [0; a] with J = [[0, I], [A, B]] and the acceleration error a held over the step."""
+        h = self.dt
+        solver = self.vehicle.solver
+        M = self.vehicle.mass_matrix(solver.q)
+        AB = -np.linalg.solve(M, np.hstack([solver.K, solver.C]))
+        I = np.eye(N)
+        J = np.zeros((2 * N, 2 * N))
+        J[:N, N:] = I
+        J[N:, :N], J[N:, N:] = AB[:, :N], AB[:, N:]
+        rhs = np.zeros((2 * N, 3 * N))
+        rhs[:, : 2 * N] = 0.5 * h * J
+        rhs[np.arange(2 * N), np.arange(2 * N)] += 1.0
+        rhs[N:, 2 * N :] = h * I
+        lhs = -0.5 * h * J
+        lhs[np.diag_indices(2 * N)] += 1.0
+        F = np.zeros((3 * N, 3 * N))
+        F[: 2 * N] = np.linalg.solve(lhs, rhs)
+        F[2 * N :, 2 * N :] = I
+        return F
+
+    # ----- measurements -------------------------------------------------------------------------------
+    def _state(self):
+        s = self.vehicle.solver
+        return s.q, s.qd, s.qdd
+
+    def _apply(self, name: str, y: np.ndarray, h: np.ndarray, H: np.ndarray, R: np.ndarray) -> bool:
+        """One gated block.  A sensor rejected ``relock_after`` times in a row while its samples are finite
+        says the model, not the sensor, is wrong: the states it observes get their initial covariance
+        back and the block is applied ungated (counted in ``n_relocks``)."""
+        H = H[:, : self.levels * N]
+        innovation = np.asarray(y, float) - h - H @ self.x
+        stats = self.stats[name]
+        gate = self.gate(len(y))
+        if stats.consecutive_rejections >= self.settings.relock_after and np.all(np.isfinite(innovation)):
+            observed = np.flatnonzero(np.any(H != 0.0, axis=0))
+            sig = np.concatenate([self.settings.initial_position_sigma, self.settings.initial_velocity_sigma, self.settings.initial_acceleration_sigma])
+            self.P[observed, observed] += np.square(sig[observed])
+            gate = math.inf
+            self.n_relocks += 1
+        return sequential_update(self.x, self.P, innovation, H, R, gate, stats)
+
+    def update_gnss_fix(self, antenna_enu_m: np.ndarray, covariance_m2: np.ndarray) -> bool:
+        """GNSS antenna position in the local ENU frame (m) with its covariance (3, 3)."""
+        q = self._state()[0]
+        h, H = models.gnss_position(q, self.mounts.gnss_position_m, self.settings.gnss_orientation_columns)
+        accepted = self._apply("gnss_fix", antenna_enu_m, h, H, covariance_m2)
+        if accepted or not np.all(np.isfinite(antenna_enu_m)):
+            self._rejected_since = None
+            return accepted
+        if self._rejected_since is None:
+            self._rejected_since = self.t
+        elif self.t - self._rejected_since >= self.settings.reacquire_after_s:
+            self._reacquire(antenna_enu_m - h, covariance_m2)
+        return False
+
+    def _reacquire(self, offset_m: np.ndarray, covariance_m2: np.ndarray) -> None:
+        """Move the model to the fixes and widen the position covariance (after persistent rejections)."""
+        solver = self.vehicle.solver
+        solver.q[:3] += offset_m
+        self.P[:3, :] = 0.0
+        self.P[:, :3] = 0.0
+        self.P[:3, :3] = covariance_m2 + np.eye(3) * 1e-3
+        self._rejected_since = None
+        self.n_resets += 1
+        self.vehicle._position_key = None
+
+    def update_gnss_velocity(self, velocity_enu_m_s: np.ndarray, covariance: np.ndarray) -> bool:
+        q, qd, _ = self._state()
+        h, H = models.gnss_velocity(q, qd, self.mounts.gnss_position_m)
+        return self._apply("gnss_velocity", velocity_enu_m_s, h, H, covariance)
+
+    def update_imu(self, angular_velocity_rad_s: np.ndarray, linear_acceleration_m_s2: np.ndarray, gyro_sigma: float, accel_sigma: float) -> tuple[bool, bool]:
+        """IMU sample in the sensor frame: gyroscope (rad/s) and specific force (m/s^2)."""
+        q, qd, qdd = self._state()
+        S = self.mounts.imu_rotation
+        h, H = models.gyroscope(q, qd, S)
+        gyro = self._apply("gyroscope", angular_velocity_rad_s, h, H, np.eye(3) * gyro_sigma**2)
+        h, H = models.accelerometer(q, qd, qdd, self.mounts.imu_position_m, S)
+        accel = self._apply("accelerometer", linear_acceleration_m_s2, h, H, np.eye(3) * accel_sigma**2)
+        return gyro, accel
+
+    def update_wheel_rates(self, rates_rad_s: np.ndarray, sigma: float) -> bool:
+        rates = np.asarray(rates_rad_s, float)
+        keep = np.isfinite(rates)
+        if not keep.any():
+            return False
+        h, H = models.wheel_rates(self._state()[1])
+        return self._apply("wheel_rates", rates[keep], h[keep], H[keep], np.eye(int(keep.sum())) * sigma**2)
+
+    # ----- feedback -----------------------------------------------------------------------------------
+    def correct(self) -> None:
+        """Feed the estimated errors back into the model (module docstring) and reset x to zero."""
+        x = self.x
+        v = self.vehicle
+        solver = v.solver
+        solver.q = solver.q + x[:N]
+        solver.qd = solver.qd + x[N : 2 * N]
+        if self.levels == 3:
+            solver.qdd = solver.qdd + x[2 * N :]
+            self._force_feedback()
+        x[:] = 0.0
+        self._check_divergence()
+
+    def _force_feedback(self) -> None:
+        """dQ = M(z^) z_ddot^ - Q(z^, z_dot^) becomes the model's force correction.  Only its change since the
+        last step is new information: the chassis part of that change goes into the tire deflections."""
+        v = self.vehicle
+        solver = v.solver
+        q, qd, qdd = solver.q, solver.qd, solver.qdd
+        before = v.force_correction.copy()
+        v.force_correction[:] = 0.0
+        Q = np.zeros(N)
+        v._accumulate(q, qd, solver.t, Q, None, None)  # the physical forces at the corrected state
+        mask = self._feedback_mask
+        dQ = (v.mass_matrix(q) @ qdd - Q) * mask
+        if not np.all(np.isfinite(dQ)):
+            v.force_correction[:] = before
+            return
+        if self.settings.tire_redistribution:
+            dQ -= self._redistribute(dQ - before) * mask
+        v.force_correction[:] = dQ
+
+    def _redistribute(self, dQ: np.ndarray) -> np.ndarray:
+        """Move the chassis part of a force-correction change dQ onto the tire deflections; returns the generalised forces the tires
+        now carry (Rodriguez eqs. 5.13-5.16, with the constraint matrix from the contact Jacobians)."""
+        v = self.vehicle
+        JC, JW = v._jac[0], v._jac[1]
+        geo = v._geo
+        C = v._vecs[kern.V_C : kern.V_C + 4]
+        A = np.zeros((6, 12))
+        J_wheel = []
+        for c in range(4):
+            P_minus_C = geo[c, 16:19] - C[c]
+            J = JC[c] - models._skew(P_minus_C) @ JW[c]  # hub point at P, local columns
+            J[:, 7] -= geo[c, 13] * geo[c, 0:3]  # the wheel's material point: rolling about the spin angle
+            J_wheel.append(J)
+            A[:, 3 * c : 3 * c + 3] = J[:, :6].T
+        loaded = v._tire_out[2] > 0.0
+        if not loaded.any():
+            return np.zeros(N)
+        forces = np.linalg.lstsq(A, dQ[:6], rcond=None)[0].reshape(4, 3)
+        carried = np.zeros(N)
+        rows = v.tire.rows
+        for c in range(4):
+            if not loaded[c]:
+                continue
+            ex, ey = geo[c, 0:3], geo[c, 3:6]
+            fx, fy = forces[c] @ ex, forces[c] @ ey
+            row = rows[min(c, len(rows) - 1)]
+            v._xi0[0, c] += fx / row[6]
+            v._xi0[1, c] += fy / row[7]
+            Qw = J_wheel[c].T @ (fx * ex + fy * ey)
+            carried[:6] += Qw[:6]
+            carried[6 + c] += Qw[6]
+            carried[10 + c] += Qw[7]
+        return carried
+
+    def _check_divergence(self) -> None:
+        s = self.settings
+        for st in self.stats.values():
+            if st.accepted > 50 and st.dof and st.nis_mean_recent > s.divergence_nis_factor * st.dof:
+                self.diverged = True
+        if not (np.all(np.isfinite(self.P)) and np.all(np.isfinite(self.vehicle.solver.q))):
+            self.diverged = True
+
+    def position_sigma_m(self) -> np.ndarray:
+        return np.sqrt(np.diag(self.P)[:3])

@@ -1,0 +1,292 @@
+"""The three-simulation harness of the seeds (Rodriguez 2020 §5.1): truth, open loop and observer.
+
+* truth: the detailed model with the true mass and friction, driven by the manoeuvre's driver; its
+  sensors are synthesised (:mod:`.sensors`, the default sensor suite: IMU 200 Hz, GNSS 5 Hz with 1.8 m
+  horizontal noise, GNSS velocity 5 Hz, encoders and steering 100 Hz).
+* open loop: the observer's 14-DOF model with wrong parameters (mass +15 %, mu = 1.0), driven by the
+  measured steering and wheel torques, without corrections.
+* observer: the same wrong model corrected by the filter with the synthesised measurements.
+
+Metrics (after the first ``skip_s`` = 20 s): horizontal position RMSE (base_link origin), CoM-free
+sideslip at base_link and yaw-rate RMSE, tire-force normalised RMSE per component (RMSE over the four
+wheels divided by the peak absolute truth value of that component), mass error (%) and friction error
+over the final 10 s, and for ``mu_step`` the time after the step until the friction estimate stays
+within 0.05.  ``sensor`` is the GNSS fix itself (position) and the gyroscope (yaw rate).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..sensors.geodesy import LocalENU
+from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
+from .manoeuvres import Manoeuvre, Path, friction_change, make_manoeuvre, steady_circle
+from .run import run, start_on_path
+from ..vehicle.reduced_kernels import body_rate, euler_rotation
+from .truth import TruthSample
+
+SKIP_S = 20.0
+MASS_ERROR = 0.15  # open loop and observer model: mass +15 %
+MODEL_MU = 1.0
+
+
+def _brake_in_turn(duration_s: float = 60.0) -> Manoeuvre:
+    """Circle of 50 m at 15 m/s on mu 0.8; from 40 s the speed target falls at 3 m/s^2 to 5 m/s."""
+    def speed(t):
+        return 15.0 if t < 40.0 else max(5.0, 15.0 - 3.0 * (t - 40.0))
+
+    return Manoeuvre("brake_in_turn", duration_s, 15.0, speed=speed, path=Path.circle(50.0), friction=lambda t: 0.8,
+                     description="circle of 50 m at 15 m/s, braking at 3 m/s^2 to 5 m/s from 40 s on mu 0.8")
+
+
+SCENARIOS: dict[str, Callable[[], Manoeuvre]] = {
+    "circle_mu08": lambda: steady_circle(radius_m=50.0, speed_m_s=15.0, duration_s=60.0, mu=0.8),
+    "circle_mu06": lambda: steady_circle(radius_m=50.0, speed_m_s=15.0, duration_s=60.0, mu=0.6),
+    "mu_step": lambda: friction_change(0.8, 0.6, t_change_s=60.0, radius_m=50.0, speed_m_s=15.0, duration_s=100.0),
+    "double_lane_change": lambda: make_manoeuvre("double_lane_change", duration_s=30.0),
+    "brake_in_turn": _brake_in_turn,
+}
+MU_STEP_T_S = 60.0
+
+
+@dataclass
+class Estimate:
+    """One estimate record (ENU, base_link), aligned with a truth sample."""
+
+    t_s: float
+    position_m: np.ndarray  # (3,)
+    yaw_rate_rad_s: float
+    sideslip_rad: float
+    tire_force_n: np.ndarray  # (4, 3) tire frame
+    mass_kg: float
+    friction: float
+
+
+def sideslip(velocity_enu: np.ndarray, rotation: np.ndarray) -> float:
+    """Sideslip angle at base_link (rad): atan2 of the lateral over the longitudinal body velocity."""
+    vb = rotation.T @ velocity_enu
+    return math.atan2(vb[1], vb[0]) if math.hypot(vb[0], vb[1]) > 0.5 else 0.0
+
+
+def _truth_record(x: TruthSample) -> Estimate:
+    from .sensors import quaternion_to_matrix
+
+    R = quaternion_to_matrix(x.orientation_wxyz)
+    return Estimate(x.t_s, np.asarray(x.position_enu_m), float(x.angular_velocity_body_rad_s[2]), sideslip(np.asarray(x.velocity_enu_m_s), R),
+                    np.asarray(x.tire_force_n), x.mass_kg, x.friction_coefficient)
+
+
+def simulate_truth(desc, sensor_config, manoeuvre: Manoeuvre, seed: int = 0):
+    """Truth records and the synthesised samples (sorted by stamp) of one scenario."""
+    from ..vehicle.detailed import DetailedVehicle
+    from .sensors import SensorSynthesizer, mounts_from_vehicle
+
+    synth = SensorSynthesizer(sensor_config, mounts_from_vehicle(desc), seed=seed)
+    truths, samples = [], []
+    for x in run(DetailedVehicle(desc), manoeuvre):
+        truths.append(x)
+        samples.extend(synth.feed(x))
+    samples.sort(key=lambda s: s.stamp_ns)
+    return truths, samples
+
+
+class _Inputs:
+    """The latest measured steering angle and wheel torques (the model inputs of open loop and observer)."""
+
+    def __init__(self):
+        self.steering = 0.0
+        self.torque = np.zeros(4)
+
+    def take(self, sample) -> None:
+        if isinstance(sample, SteeringSample) and math.isfinite(sample.steering_wheel_angle_rad):
+            self.steering = sample.steering_wheel_angle_rad
+        elif isinstance(sample, WheelSample) and np.all(np.isfinite(sample.torque_n_m)):
+            self.torque = np.asarray(sample.torque_n_m, float)
+
+    def apply(self, vehicle) -> None:
+        drive = np.maximum(self.torque, 0.0)
+        brake = np.maximum(-self.torque, 0.0)
+        vehicle.set_inputs(self.steering, drive, brake)
+
+
+def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: int, observer_settings=None, kinematics=None,
+              timing: dict | None = None):
+    """Open loop (``observer_settings`` None) or errorEKF(-FE) on the wrong 14-DOF model; one Estimate per step.
+    ``timing`` receives ``loop_s``, the wall time of the stepping loop (model set-up excluded)."""
+    from ..estimation.errorekf import VehicleErrorEKF
+    from ..vehicle.reduced import ReducedVehicle
+    from .sensors import mounts_from_vehicle
+
+    vehicle = ReducedVehicle(desc, kinematics=kinematics, mu=MODEL_MU)
+    vehicle.set_total_mass(vehicle.total_mass_kg * (1.0 + MASS_ERROR))
+    mounts = mounts_from_vehicle(desc)
+    filt = None if observer_settings is None else VehicleErrorEKF(vehicle, mounts, observer_settings)
+    start_on_path(vehicle, manoeuvre)
+    vehicle.mu = MODEL_MU
+    if filt is not None:
+        filt.start(*_start_pose(vehicle))
+    datum = sensor_config.gnss_fix.datum
+    enu = LocalENU(datum.latitude_deg, datum.longitude_deg, datum.altitude_m)
+    gyro_sigma = float(sensor_config.imu.gyro_rad_s.sigma[0])
+    accel_sigma = float(sensor_config.imu.accel_m_s2.sigma[0])
+    rate_sigma = float(sensor_config.wheel_encoders.rate_rad_s.sigma[0])
+    inputs = _Inputs()
+    dt_ns = round(vehicle.dt_s * 1e9)
+    t0_ns = round(vehicle.solver.t * 1e9)
+    k_sample = 0
+    out = []
+    loop_start = time.perf_counter()
+    for k in range(steps):
+        t_end_ns = t0_ns + (k + 1) * dt_ns
+        inputs.apply(vehicle)
+        if filt is None:
+            if not vehicle.step().success:
+                raise RuntimeError(f"open loop model failed at t = {vehicle.solver.t:.3f} s")
+        elif not filt.predict():
+            raise RuntimeError(f"observer model failed at t = {vehicle.solver.t:.3f} s")
+        tire_force = np.column_stack([vehicle._tire_out[0], vehicle._tire_out[1], vehicle._tire_out[2]]).copy()
+        while k_sample < len(samples) and samples[k_sample].stamp_ns <= t_end_ns:
+            sample = samples[k_sample]
+            k_sample += 1
+            inputs.take(sample)
+            if filt is None:
+                continue
+            if isinstance(sample, ImuSample):
+                filt.update_imu(np.asarray(sample.angular_velocity_rad_s), np.asarray(sample.linear_acceleration_m_s2), gyro_sigma, accel_sigma)
+            elif isinstance(sample, GnssFix):
+                if sample.status >= 0 and math.isfinite(sample.latitude_deg):
+                    filt.update_gnss_fix(enu.to_enu(sample.latitude_deg, sample.longitude_deg, sample.altitude_m), np.asarray(sample.position_covariance_enu_m2))
+            elif isinstance(sample, GnssVelocity):
+                filt.update_gnss_velocity(np.asarray(sample.velocity_enu_m_s), np.asarray(sample.covariance_m2_s2))
+            elif isinstance(sample, WheelSample):
+                filt.update_wheel_rates(np.asarray(sample.rate_rad_s), rate_sigma)
+        if filt is not None:
+            filt.correct()
+        q, qd = vehicle.solver.q, vehicle.solver.qd
+        R = euler_rotation(q[3], q[4], q[5])
+        w = body_rate(q[3], q[4])[0] @ qd[3:6]
+        out.append(Estimate(vehicle.solver.t, q[:3].copy(), float(w[2]), sideslip(qd[:3], R), tire_force, vehicle.total_mass_kg, float(np.mean(vehicle.mu))))
+    if timing is not None:
+        timing["loop_s"] = time.perf_counter() - loop_start
+    return out, filt
+
+
+def _start_pose(vehicle):
+    q, qd = vehicle.solver.q, vehicle.solver.qd
+    return float(math.hypot(qd[0], qd[1])), float(q[5]), (float(q[0]), float(q[1])), float(vehicle.solver.t)
+
+
+def _rmse(x: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(x)))) if len(x) else float("nan")
+
+
+def metrics(truths: list, estimates: list, skip_s: float = SKIP_S, mu_step_t_s: float | None = None) -> dict:
+    """The harness metrics of one configuration (module docstring)."""
+    truth = [_truth_record(x) for x in truths[1:]]
+    n = min(len(truth), len(estimates))
+    truth, estimates = truth[:n], estimates[:n]
+    t = np.array([e.t_s for e in truth])
+    keep = t >= skip_s
+    pos_t = np.array([e.position_m[:2] for e in truth])[keep]
+    pos_e = np.array([e.position_m[:2] for e in estimates])[keep]
+    out = {
+        "position_rmse_m": _rmse(np.linalg.norm(pos_e - pos_t, axis=1)),
+        "sideslip_rmse_deg": math.degrees(_rmse(np.array([e.sideslip_rad - x.sideslip_rad for e, x in zip(estimates, truth)])[keep])),
+        "yaw_rate_rmse_dps": math.degrees(_rmse(np.array([e.yaw_rate_rad_s - x.yaw_rate_rad_s for e, x in zip(estimates, truth)])[keep])),
+    }
+    ft = np.array([x.tire_force_n for x in truth])[keep]
+    fe = np.array([e.tire_force_n for e in estimates])[keep]
+    for c, name in enumerate(("long", "lat", "vert")):
+        peak = np.abs(ft[:, :, c]).max()
+        out[f"tire_force_nrmse_{name}"] = _rmse((fe[:, :, c] - ft[:, :, c]).ravel()) / peak if peak > 0 else float("nan")
+    last = t >= t[-1] - 10.0
+    mass_t = np.array([x.mass_kg for x in truth])
+    mass_e = np.array([e.mass_kg for e in estimates])
+    out["mass_error_pct"] = float(100.0 * np.mean(np.abs(mass_e[last] - mass_t[last]) / mass_t[last]))
+    mu_t = np.array([x.friction for x in truth])
+    mu_e = np.array([e.friction for e in estimates])
+    out["friction_abs_error"] = float(np.mean(np.abs(mu_e[last] - mu_t[last])))
+    if mu_step_t_s is not None:
+        after = t >= mu_step_t_s
+        bad = np.flatnonzero(after & (np.abs(mu_e - mu_t) > 0.05))
+        out["friction_settle_s"] = float(t[bad[-1]] - mu_step_t_s + (t[1] - t[0])) if len(bad) else 0.0
+    return out
+
+
+def sensor_metrics(truths: list, samples: list, sensor_config, desc, skip_s: float = SKIP_S) -> dict:
+    """The raw sensors as an 'estimate': GNSS fix position (antenna vs. true antenna) and gyroscope yaw rate."""
+    from .sensors import quaternion_to_matrix
+    from .sensors import mounts_from_vehicle
+
+    mounts = mounts_from_vehicle(desc)
+    datum = sensor_config.gnss_fix.datum
+    enu = LocalENU(datum.latitude_deg, datum.longitude_deg, datum.altitude_m)
+    t_truth = np.array([x.t_s for x in truths])
+    pos_err, yaw_err = [], []
+    for s in samples:
+        t = s.stamp_ns * 1e-9
+        if t < skip_s:
+            continue
+        x = truths[min(int(np.searchsorted(t_truth, t)), len(truths) - 1)]
+        R = quaternion_to_matrix(x.orientation_wxyz)
+        if isinstance(s, GnssFix) and s.status >= 0 and math.isfinite(s.latitude_deg):
+            antenna = np.asarray(x.position_enu_m) + R @ mounts.gnss_position_m
+            pos_err.append(np.linalg.norm((enu.to_enu(s.latitude_deg, s.longitude_deg, s.altitude_m) - antenna)[:2]))
+        elif isinstance(s, ImuSample):
+            w = mounts.imu_rotation @ np.asarray(s.angular_velocity_rad_s)
+            yaw_err.append(w[2] - x.angular_velocity_body_rad_s[2])
+    return {"position_rmse_m": _rmse(np.array(pos_err)), "yaw_rate_rmse_dps": math.degrees(_rmse(np.array(yaw_err)))}
+
+
+CONFIGURATIONS = ("open_loop", "sensor", "errorekf_fe_reduced")
+"""Configurations this version runs (``spi_reduced`` and ``errorekf_detailed`` are not built yet)."""
+
+
+def evaluate(scenarios=None, seed: int = 0, progress=print) -> dict:
+    """{scenario: {configuration: metrics}} for the harness (module docstring).  A configuration whose
+    model fails is reported with ``failed`` (the message) instead of metrics."""
+    from ..estimation.errorekf import ErrorEkfSettings
+    from ..paths import default_sensors_path, default_vehicle_path
+    from ..vehicle.description import load_vehicle
+    from ..vehicle.kinematic_fit import fit_vehicle_kinematics
+    from .sensors import load_sensor_config
+
+    desc = load_vehicle(default_vehicle_path())
+    config = load_sensor_config(default_sensors_path())
+    kinematics = fit_vehicle_kinematics(desc)
+    results: dict = {}
+    for name in scenarios or SCENARIOS:
+        if name not in SCENARIOS:
+            raise ValueError(f"unknown scenario '{name}', choose from {', '.join(SCENARIOS)}")
+        progress(f"evaluate: {name}: truth ...")
+        manoeuvre = SCENARIOS[name]()
+        truths, samples = simulate_truth(desc, config, manoeuvre, seed=seed)
+        mu_step = MU_STEP_T_S if name == "mu_step" else None
+        row = {"sensor": sensor_metrics(truths, samples, config, desc)}
+        for key, settings in (("open_loop", None), ("errorekf_fe_reduced", ErrorEkfSettings())):
+            progress(f"evaluate: {name}: {key} ...")
+            try:
+                estimates, _ = run_model(desc, SCENARIOS[name](), samples, config, len(truths) - 1, settings, kinematics)
+                row[key] = metrics(truths, estimates, mu_step_t_s=mu_step)
+            except RuntimeError as exc:
+                row[key] = {"failed": str(exc)}
+        results[name] = row
+    return results
+
+
+def print_table(results: dict) -> None:
+    keys = ["position_rmse_m", "sideslip_rmse_deg", "yaw_rate_rmse_dps", "tire_force_nrmse_long", "tire_force_nrmse_lat",
+            "tire_force_nrmse_vert", "mass_error_pct", "friction_abs_error", "friction_settle_s"]
+    short = ["pos m", "beta deg", "r dps", "Fx", "Fy", "Fz", "mass %", "mu", "settle s"]
+    print(f"{'scenario':20s} {'configuration':20s} " + " ".join(f"{s:>9s}" for s in short))
+    for scenario, row in results.items():
+        for config, m in row.items():
+            if "failed" in m:
+                print(f"{scenario:20s} {config:20s} FAILED: {m['failed']}")
+                continue
+            cells = [f"{m[k]:9.3f}" if isinstance(m.get(k), float) and math.isfinite(m[k]) else f"{'-':>9s}" for k in keys]
+            print(f"{scenario:20s} {config:20s} " + " ".join(cells))
