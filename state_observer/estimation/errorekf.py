@@ -51,12 +51,12 @@ class ErrorEkfSettings:
     acceleration (plain; m^2/s^3, rad^2/s^3)."""
 
     force_estimation: bool = True
-    tire_redistribution: bool = True
+    tire_redistribution: bool = False  # see the closing note of issue 5: with a wrong mass it moves the error into the tires
     # coordinates that receive force feedback (x, y, yaw and the wheel spins): heave, roll, pitch and the
     # travels are held by the stiff tires and springs, where an unobservable force offset would only
     # shift the static equilibrium
-    force_feedback_coordinates: tuple = (0, 1, 5, 10, 11, 12, 13)
-    plant_sigma2: np.ndarray = field(default_factory=lambda: _per_coordinate(400.0, 100.0, 400.0, 4000.0))
+    force_feedback_coordinates: tuple = (0, 1, 5)
+    plant_sigma2: np.ndarray = field(default_factory=lambda: np.array([100.0, 100.0, 1.0, 1.0, 1.0, 10.0] + [1.0] * 4 + [1000.0] * 4))
     # initial error sigmas per coordinate: positions (m, rad), velocities, accelerations
     initial_position_sigma: np.ndarray = field(default_factory=lambda: np.array([1.0, 1.0, 0.01, 0.01, 0.01, 0.05] + [0.005] * 4 + [0.1] * 4))
     initial_velocity_sigma: np.ndarray = field(default_factory=lambda: np.array([0.1, 0.1, 0.02, 0.01, 0.01, 0.01] + [0.02] * 4 + [0.5] * 4))
@@ -64,6 +64,7 @@ class ErrorEkfSettings:
     gate_probability: float = DEFAULT_GATE_PROBABILITY
     gnss_orientation_columns: bool = False
     reacquire_after_s: float = 2.0
+    enabled_sensors: tuple = SENSORS  # measurements the filter uses (others are ignored, not counted)
     relock_after: int = 50  # consecutive rejections of a (non-GNSS-fix) sensor before it is trusted again
     divergence_nis_factor: float = 20.0  # recent mean NIS above factor * dof flags divergence
 
@@ -102,7 +103,8 @@ class VehicleErrorEKF:
         self._rejected_since: float | None = None
         self.n_resets = 0  # GNSS re-acquisitions
         self.n_force_resets = 0
-        self.n_relocks = 0  # force corrections dropped because the model step failed with them
+        self.n_relocks = 0
+        self._A = self._B = np.zeros((N, N))  # -M^-1 K, -M^-1 C at the last step  # force corrections dropped because the model step failed with them
 
     # ----- life cycle ---------------------------------------------------------------------------------
     def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:
@@ -143,6 +145,7 @@ class VehicleErrorEKF:
         solver = self.vehicle.solver
         M = self.vehicle.mass_matrix(solver.q)
         AB = -np.linalg.solve(M, np.hstack([solver.K, solver.C]))
+        self._A, self._B = AB[:, :N], AB[:, N:]
         I = np.eye(N)
         J = np.zeros((2 * N, 2 * N))
         J[:N, N:] = I
@@ -167,7 +170,18 @@ class VehicleErrorEKF:
         """One gated block.  A sensor rejected ``relock_after`` times in a row while its samples are finite
         says the model, not the sensor, is wrong: the states it observes get their initial covariance
         back and the block is applied ungated (counted in ``n_relocks``)."""
-        H = H[:, : self.levels * N]
+        if name not in self.settings.enabled_sensors:
+            return False
+        if self.levels == 3:
+            # the acceleration block of x is the unexplained acceleration a; the model's acceleration also
+            # responds to position and velocity errors: dz_ddot = A dz + B dz_dot + a
+            H = H.copy()
+            H_acc = H[:, 2 * N :]
+            if H_acc.any():
+                H[:, :N] += H_acc @ self._A
+                H[:, N : 2 * N] += H_acc @ self._B
+        else:
+            H = H[:, : 2 * N]
         innovation = np.asarray(y, float) - h - H @ self.x
         stats = self.stats[name]
         gate = self.gate(len(y))
@@ -233,32 +247,27 @@ class VehicleErrorEKF:
         x = self.x
         v = self.vehicle
         solver = v.solver
-        solver.q = solver.q + x[:N]
-        solver.qd = solver.qd + x[N : 2 * N]
+        dz, dzd = x[:N], x[N : 2 * N]
+        solver.q = solver.q + dz
+        solver.qd = solver.qd + dzd
         if self.levels == 3:
-            solver.qdd = solver.qdd + x[2 * N :]
-            self._force_feedback()
+            a = x[2 * N :]
+            # the model's own response to the state corrections plus the unexplained acceleration a
+            solver.qdd = solver.qdd + self._A @ dz + self._B @ dzd + a
+            self._force_feedback(a)
         x[:] = 0.0
         self._check_divergence()
 
-    def _force_feedback(self) -> None:
-        """dQ = M(z^) z_ddot^ - Q(z^, z_dot^) becomes the model's force correction.  Only its change since the
-        last step is new information: the chassis part of that change goes into the tire deflections."""
+    def _force_feedback(self, a: np.ndarray) -> None:
+        """The force correction grows by the generalised force of the unexplained acceleration, M a, on the
+        feedback coordinates; the chassis part of that increment can go into the tire deflections."""
         v = self.vehicle
-        solver = v.solver
-        q, qd, qdd = solver.q, solver.qd, solver.qdd
-        before = v.force_correction.copy()
-        v.force_correction[:] = 0.0
-        Q = np.zeros(N)
-        v._accumulate(q, qd, solver.t, Q, None, None)  # the physical forces at the corrected state
-        mask = self._feedback_mask
-        dQ = (v.mass_matrix(q) @ qdd - Q) * mask
+        dQ = (v.mass_matrix(v.solver.q) @ a) * self._feedback_mask
         if not np.all(np.isfinite(dQ)):
-            v.force_correction[:] = before
             return
         if self.settings.tire_redistribution:
-            dQ -= self._redistribute(dQ - before) * mask
-        v.force_correction[:] = dQ
+            dQ -= self._redistribute(dQ) * self._feedback_mask
+        v.force_correction += dQ
 
     def _redistribute(self, dQ: np.ndarray) -> np.ndarray:
         """Move the chassis part of a force-correction change dQ onto the tire deflections; returns the generalised forces the tires

@@ -114,8 +114,9 @@ class _Inputs:
 
 
 def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: int, observer_settings=None, kinematics=None,
-              timing: dict | None = None):
-    """Open loop (``observer_settings`` None) or errorEKF(-FE) on the wrong 14-DOF model; one Estimate per step.
+              timing: dict | None = None, spi=None):
+    """Open loop (``observer_settings`` None) or errorEKF(-FE) on the wrong 14-DOF model, with the SPI
+    parameter filter when ``spi`` (SpiSettings) is given; one Estimate per step.
     ``timing`` receives ``loop_s``, the wall time of the stepping loop (model set-up excluded)."""
     from ..estimation.errorekf import VehicleErrorEKF
     from ..vehicle.reduced import ReducedVehicle
@@ -124,7 +125,14 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
     vehicle = ReducedVehicle(desc, kinematics=kinematics, mu=MODEL_MU)
     vehicle.set_total_mass(vehicle.total_mass_kg * (1.0 + MASS_ERROR))
     mounts = mounts_from_vehicle(desc)
-    filt = None if observer_settings is None else VehicleErrorEKF(vehicle, mounts, observer_settings)
+    if observer_settings is None:
+        filt = None
+    elif spi is not None:
+        from ..estimation.spi import VehicleSPI
+
+        filt = VehicleSPI(vehicle, mounts, observer_settings, spi)
+    else:
+        filt = VehicleErrorEKF(vehicle, mounts, observer_settings)
     start_on_path(vehicle, manoeuvre)
     vehicle.mu = MODEL_MU
     if filt is not None:

@@ -1,0 +1,126 @@
+"""State-parameter-input (SPI) observer: an unscented filter over the vehicle mass and the tire-road
+friction coefficient, run beside the errorEKF-FE (Rodriguez 2020 §5.3.2.2).
+
+The seeds propagate one multibody step per sigma point (2.75 times the errorEKF-FE cost).  Here the
+parameters are judged by the force balance instead, which needs one force evaluation per sigma point and
+no integration: after the errorEKF-FE correction the model state (z, z_dot, z_ddot) is the best estimate
+of the motion, and right parameters theta explain it without a force correction,
+
+    r(theta) = S [M(z; theta) z_ddot - Q(z, z_dot; theta)] = 0       (S: chassis x, y, yaw rows)
+
+so r is an observation of theta with value 0 and covariance ``residual_sigma^2`` (the force the filter
+would otherwise add).  The parameters are random walks.  With L = 2 parameters the unscented transform
+uses 2 L + 1 = 5 sigma points (alpha = 1, beta = 2, kappa = 0: points at +-sqrt(L) sigma, centre weight 0
+for the mean), and the update runs every ``every_steps`` model steps.  Friction is only observable while
+tires slide: in the linear range r does not depend on mu and its estimate keeps the prior.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errorekf import N, ErrorEkfSettings, VehicleErrorEKF
+
+CHASSIS_ROWS = (0, 1)  # x, y (yaw would also see the inertia, which scales with the mass)
+
+
+@dataclass
+class SpiSettings:
+    every_steps: int = 5  # parameter update period, model steps
+    mass_sigma_kg: float = 300.0  # prior
+    mu_sigma: float = 0.3
+    mass_walk_kg_per_sqrt_s: float = 2.0
+    mu_walk_per_sqrt_s: float = 0.05
+    residual_sigma: tuple = (400.0, 400.0)  # N (x, y rows)
+    mu_bounds: tuple = (0.1, 1.5)
+    mass_bounds: tuple = (0.5, 2.0)  # times the initial mass
+    start_after_s: float = 5.0  # let the errorEKF-FE settle first (the seeds' stabilisation period)
+
+
+class VehicleSPI:
+    """errorEKF-FE plus the parameter UKF (module docstring); the same per-step API as
+    :class:`VehicleErrorEKF` (``start``, ``predict``, ``update_*``, ``correct``)."""
+
+    def __init__(self, vehicle, mounts, settings: ErrorEkfSettings | None = None, spi: SpiSettings | None = None):
+        self.filter = VehicleErrorEKF(vehicle, mounts, settings)
+        self.vehicle = vehicle
+        self.spi = spi or SpiSettings()
+        self.theta = np.array([vehicle.total_mass_kg, float(np.mean(vehicle.mu))])
+        self.P_theta = np.diag([self.spi.mass_sigma_kg**2, self.spi.mu_sigma**2])
+        dt = vehicle.dt_s * self.spi.every_steps
+        self.Q_theta = np.diag([self.spi.mass_walk_kg_per_sqrt_s**2 * dt, self.spi.mu_walk_per_sqrt_s**2 * dt])
+        self.R = np.diag(np.square(self.spi.residual_sigma))
+        self._steps = 0
+        self._t0 = 0.0
+        self._mass_range = (self.spi.mass_bounds[0] * self.theta[0], self.spi.mass_bounds[1] * self.theta[0])
+
+    def __getattr__(self, name):  # the errorEKF-FE's API and state (update_*, stats, P, ...)
+        return getattr(self.filter, name)
+
+    def start(self, *args, **kwargs) -> None:
+        self.filter.start(*args, **kwargs)
+        self.theta = np.array([self.vehicle.total_mass_kg, float(np.mean(self.vehicle.mu))])
+        self.P_theta = np.diag([self.spi.mass_sigma_kg**2, self.spi.mu_sigma**2])
+        self._steps = 0
+        self._t0 = self.vehicle.solver.t
+        self._mass_range = (self.spi.mass_bounds[0] * self.theta[0], self.spi.mass_bounds[1] * self.theta[0])
+
+    def predict(self) -> bool:
+        return self.filter.predict()
+
+    def correct(self) -> None:
+        self.filter.correct()
+        self._steps += 1
+        if self._steps % self.spi.every_steps == 0 and self.vehicle.solver.t - self._t0 >= self.spi.start_after_s:
+            self._update_parameters()
+
+    def _residual(self, theta: np.ndarray) -> np.ndarray:
+        v = self.vehicle
+        solver = v.solver
+        v.set_total_mass(theta[0])
+        v.mu = theta[1]
+        Q = np.zeros(N)
+        saved = v.force_correction.copy()
+        v.force_correction[:] = 0.0
+        v._accumulate(solver.q, solver.qd, solver.t, Q, None, None)
+        v.force_correction[:] = saved
+        return (v.mass_matrix(solver.q) @ solver.qdd - Q)[list(CHASSIS_ROWS)]
+
+    def _update_parameters(self) -> None:
+        """One unscented update of theta = (mass, mu) with r(theta) = 0 (module docstring)."""
+        v = self.vehicle
+        P = self.P_theta + self.Q_theta
+        L = 2
+        try:
+            S = np.linalg.cholesky(P)
+        except np.linalg.LinAlgError:
+            return
+        points = [self.theta] + [self.theta + s * np.sqrt(L) * S[:, i] for i in range(L) for s in (1.0, -1.0)]
+        lo, hi = self.spi.mu_bounds
+        m_lo, m_hi = self._mass_range
+        points = [np.array([min(max(p[0], m_lo), m_hi), min(max(p[1], lo), hi)]) for p in points]
+        weights = np.array([0.0] + [1.0 / (2 * L)] * (2 * L))
+        weights_c = weights.copy()
+        weights_c[0] += 2.0  # beta = 2, alpha = 1
+        tire_state = v._tire_out.copy(), v._geo.copy()
+        residuals = np.array([self._residual(p) for p in points])
+        v._tire_out[:], v._geo[:] = tire_state  # the sigma-point evaluations must not leak into the model's record
+        r_mean = weights @ residuals
+        dr = residuals - r_mean
+        dth = np.array(points) - self.theta
+        P_rr = (weights_c[:, None, None] * dr[:, :, None] * dr[:, None, :]).sum(axis=0) + self.R
+        P_tr = (weights_c[:, None, None] * dth[:, :, None] * dr[:, None, :]).sum(axis=0)
+        K = np.linalg.solve(P_rr, P_tr.T).T
+        theta = self.theta + K @ (0.0 - r_mean)
+        theta[0] = min(max(theta[0], m_lo), m_hi)
+        theta[1] = min(max(theta[1], lo), hi)
+        if np.all(np.isfinite(theta)):
+            self.theta = theta
+            self.P_theta = P - K @ P_rr @ K.T
+            self.P_theta = 0.5 * (self.P_theta + self.P_theta.T)
+        v.set_total_mass(self.theta[0])
+        v.mu = self.theta[1]
+
+    def parameter_sigma(self) -> np.ndarray:
+        return np.sqrt(np.diag(self.P_theta))
