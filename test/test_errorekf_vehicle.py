@@ -67,8 +67,6 @@ def _faulty(samples):
     return out
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="open defect: after a 1 s IMU gap the errorEKF-FE's acceleration "
-                   "errors have grown so wide that the first sample back throws the wheel spins off and the model step fails")
 def test_sensor_faults_leave_the_estimate_finite_and_recovering(scenario):
     truths = scenario[3]
     estimates, filt = run(scenario, samples=_faulty(scenario[4]), settings=ErrorEkfSettings())

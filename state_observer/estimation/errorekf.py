@@ -56,7 +56,7 @@ class ErrorEkfSettings:
     # travels are held by the stiff tires and springs, where an unobservable force offset would only
     # shift the static equilibrium
     force_feedback_coordinates: tuple = (0, 1, 5)
-    plant_sigma2: np.ndarray = field(default_factory=lambda: np.array([100.0, 100.0, 1.0, 1.0, 1.0, 10.0] + [1.0] * 4 + [1000.0] * 4))
+    plant_sigma2: np.ndarray = field(default_factory=lambda: np.array([100.0, 100.0, 100.0, 10.0, 10.0, 10.0] + [10.0] * 4 + [1000.0] * 4))
     # initial error sigmas per coordinate: positions (m, rad), velocities, accelerations
     initial_position_sigma: np.ndarray = field(default_factory=lambda: np.array([1.0, 1.0, 0.01, 0.01, 0.01, 0.05] + [0.005] * 4 + [0.1] * 4))
     initial_velocity_sigma: np.ndarray = field(default_factory=lambda: np.array([0.1, 0.1, 0.02, 0.01, 0.01, 0.01] + [0.02] * 4 + [0.5] * 4))
