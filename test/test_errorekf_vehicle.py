@@ -77,3 +77,29 @@ def test_sensor_faults_leave_the_estimate_finite_and_recovering(scenario):
     t = np.array([e.t_s for e in estimates])
     assert error[t >= 15.0].max() < 1.0  # within 5 s of the last fault
     assert error.max() < 5.0
+
+
+def test_error_transition_is_the_trapezoidal_rule(scenario):
+    """F of the errorEKF-FE equals (I - h/2 J)^-1 [(I + h/2 J), h [0; I]] with J = [[0, I], [-M^-1 K, -M^-1 C]]."""
+    from state_observer.estimation.errorekf import N, VehicleErrorEKF
+    from state_observer.sim.sensors import mounts_from_vehicle
+    from state_observer.vehicle.reduced import ReducedVehicle
+
+    desc = scenario[0]
+    vehicle = ReducedVehicle(desc)
+    filt = VehicleErrorEKF(vehicle, mounts_from_vehicle(desc))
+    filt.start(speed_m_s=15.0)
+    vehicle.set_inputs(0.4, [100.0, 100.0, 0.0, 0.0], [0.0] * 4)
+    for _ in range(50):
+        assert filt.predict()
+        filt.correct()
+    F = filt._transition()
+    h, s = vehicle.dt_s, vehicle.solver
+    M = vehicle.mass_matrix(s.q)
+    J = np.block([[np.zeros((N, N)), np.eye(N)], [-np.linalg.solve(M, s.K), -np.linalg.solve(M, s.C)]])
+    I2 = np.eye(2 * N)
+    rhs = np.hstack([I2 + 0.5 * h * J, np.vstack([np.zeros((N, N)), h * np.eye(N)])])
+    expected = np.linalg.solve(I2 - 0.5 * h * J, rhs)
+    np.testing.assert_allclose(F[: 2 * N], expected, atol=1e-9 * np.abs(expected).max())
+    np.testing.assert_array_equal(F[2 * N :, 2 * N :], np.eye(N))
+    assert np.abs(np.linalg.eigvals(F)).max() < 1.0 + 1e-6  # no growth of the error without measurements

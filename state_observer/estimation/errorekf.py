@@ -140,25 +140,24 @@ class VehicleErrorEKF:
 
     def _transition(self) -> np.ndarray:
         """Error transition of one trapezoidal step (module docstring): y = [dz, dz_dot] follows
-        y' = J y + [0; a] with J = [[0, I], [A, B]] and the acceleration error a held over the step."""
+        y' = J y + [0; a] with J = [[0, I], [A, B]] and a held over the step, so
+        y+ = (I - h/2 J)^-1 [(I + h/2 J) y + h [0; a]].  Eliminating dz from the 2n system leaves the
+        integrator's tangent W = M + h/2 C + h^2/4 K:  dz_dot+ = W^-1 [-h K, M - h/2 C - h^2/4 K, h M] x,
+        dz+ = dz + h/2 (dz_dot + dz_dot+)."""
         h = self.dt
         solver = self.vehicle.solver
         M = self.vehicle.mass_matrix(solver.q)
-        AB = -np.linalg.solve(M, np.hstack([solver.K, solver.C]))
+        K, C = solver.K, solver.C
+        AB = -np.linalg.solve(M, np.hstack([K, C]))
         self._A, self._B = AB[:, :N], AB[:, N:]
-        I = np.eye(N)
-        J = np.zeros((2 * N, 2 * N))
-        J[:N, N:] = I
-        J[N:, :N], J[N:, N:] = AB[:, :N], AB[:, N:]
-        rhs = np.zeros((2 * N, 3 * N))
-        rhs[:, : 2 * N] = 0.5 * h * J
-        rhs[np.arange(2 * N), np.arange(2 * N)] += 1.0
-        rhs[N:, 2 * N :] = h * I
-        lhs = -0.5 * h * J
-        lhs[np.diag_indices(2 * N)] += 1.0
+        hC, h2K = 0.5 * h * C, 0.25 * h * h * K
+        W = M + hC + h2K
         F = np.zeros((3 * N, 3 * N))
-        F[: 2 * N] = np.linalg.solve(lhs, rhs)
-        F[2 * N :, 2 * N :] = I
+        F[N : 2 * N] = np.linalg.solve(W, np.hstack([-h * K, M - hC - h2K, h * M]))
+        F[:N] = 0.5 * h * F[N : 2 * N]
+        F[:N, :N] += np.eye(N)
+        F[:N, N : 2 * N] += 0.5 * h * np.eye(N)
+        F[2 * N :, 2 * N :] = np.eye(N)
         return F
 
     # ----- measurements -------------------------------------------------------------------------------

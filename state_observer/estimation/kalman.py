@@ -13,7 +13,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.linalg
 from scipy.stats import chi2
 
 DEFAULT_GATE_PROBABILITY = 0.9999
@@ -60,35 +59,36 @@ def sequential_update(x: np.ndarray, P: np.ndarray, innovation: np.ndarray, H: n
     """One measurement block applied to the error state x (in place) and its covariance P (in place).
 
     ``innovation`` is y - h(model) - H x, i.e. with the corrections of the earlier blocks of this step
-    already accounted for.  Joseph form P = (I - K H) P (I - K H)^T + K R K^T, symmetrised.  Returns
-    False (and changes nothing) when the block fails the gate or is not finite."""
-    if not (np.all(np.isfinite(innovation)) and np.all(np.isfinite(H)) and np.all(np.isfinite(R))):
+    already accounted for.  Covariance by the Joseph form P = (I - K H) P (I - K H)^T + K R K^T, valid for
+    any gain, evaluated in its expanded form P - K (H P) - (P H^T) K^T + K S K^T (rank-m updates instead of
+    two n^3 products), symmetrised.  Returns False (and changes nothing) when the block fails the gate,
+    is not finite or S is not positive definite."""
+    def reject() -> bool:
         stats.rejected += 1
         stats.consecutive_rejections += 1
         return False
+
+    if not (np.isfinite(innovation).all() and np.isfinite(H).all() and np.isfinite(R).all()):
+        return reject()
     PHt = P @ H.T
     S = H @ PHt + R
     try:
-        factor = scipy.linalg.cho_factor(S, check_finite=False)
+        np.linalg.cholesky(S)  # positive definite, or reject
+        S_inv = np.linalg.inv(S)
     except np.linalg.LinAlgError:
-        stats.rejected += 1
-        stats.consecutive_rejections += 1
-        return False
-    Sinv_nu = scipy.linalg.cho_solve(factor, innovation, check_finite=False)
-    nis = float(innovation @ Sinv_nu)
+        return reject()
+    nis = float(innovation @ S_inv @ innovation)
     stats.dof = len(innovation)
     stats.last_nis = nis
     stats.last_innovation = innovation
     if not nis <= gate:
-        stats.rejected += 1
-        stats.consecutive_rejections += 1
-        return False
-    K = scipy.linalg.cho_solve(factor, PHt.T, check_finite=False).T  # P H^T S^-1
+        return reject()
+    K = PHt @ S_inv
     x += K @ innovation
-    IKH = -K @ H
-    IKH[np.diag_indices_from(IKH)] += 1.0
-    P[:] = IKH @ P @ IKH.T + K @ R @ K.T
-    P[:] = 0.5 * (P + P.T)
+    KPH = K @ PHt.T
+    P += K @ S @ K.T - KPH - KPH.T
+    P += P.T
+    P *= 0.5
     stats.accepted += 1
     stats.consecutive_rejections = 0
     stats.nis_sum += nis
