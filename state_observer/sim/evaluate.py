@@ -250,14 +250,15 @@ def sensor_metrics(truths: list, samples: list, sensor_config, desc, skip_s: flo
     return {"position_rmse_m": _rmse(np.array(pos_err)), "yaw_rate_rmse_dps": math.degrees(_rmse(np.array(yaw_err)))}
 
 
-CONFIGURATIONS = ("open_loop", "sensor", "errorekf_fe_reduced")
-"""Configurations this version runs (``spi_reduced`` and ``errorekf_detailed`` are not built yet)."""
+CONFIGURATIONS = ("open_loop", "sensor", "errorekf_fe_reduced", "spi_reduced")
+"""Configurations this version runs (``errorekf_detailed`` is not built yet)."""
 
 
 def evaluate(scenarios=None, seed: int = 0, progress=print) -> dict:
     """{scenario: {configuration: metrics}} for the harness (module docstring).  A configuration whose
     model fails is reported with ``failed`` (the message) instead of metrics."""
     from ..estimation.errorekf import ErrorEkfSettings
+    from ..estimation.spi import SpiSettings
     from ..paths import default_sensors_path, default_vehicle_path
     from ..vehicle.description import load_vehicle
     from ..vehicle.kinematic_fit import fit_vehicle_kinematics
@@ -275,10 +276,11 @@ def evaluate(scenarios=None, seed: int = 0, progress=print) -> dict:
         truths, samples = simulate_truth(desc, config, manoeuvre, seed=seed)
         mu_step = MU_STEP_T_S if name == "mu_step" else None
         row = {"sensor": sensor_metrics(truths, samples, config, desc)}
-        for key, settings in (("open_loop", None), ("errorekf_fe_reduced", ErrorEkfSettings())):
+        for key, settings, spi in (("open_loop", None, None), ("errorekf_fe_reduced", ErrorEkfSettings(), None),
+                                   ("spi_reduced", ErrorEkfSettings(), SpiSettings())):
             progress(f"evaluate: {name}: {key} ...")
             try:
-                estimates, _ = run_model(desc, SCENARIOS[name](), samples, config, len(truths) - 1, settings, kinematics)
+                estimates, _ = run_model(desc, SCENARIOS[name](), samples, config, len(truths) - 1, settings, kinematics, spi=spi)
                 row[key] = metrics(truths, estimates, mu_step_t_s=mu_step)
             except RuntimeError as exc:
                 row[key] = {"failed": str(exc)}
