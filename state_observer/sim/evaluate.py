@@ -45,8 +45,9 @@ def _brake_in_turn(duration_s: float = 60.0) -> Manoeuvre:
 
 SCENARIOS: dict[str, Callable[[], Manoeuvre]] = {
     "circle_mu08": lambda: steady_circle(radius_m=50.0, speed_m_s=15.0, duration_s=60.0, mu=0.8),
-    "circle_mu06": lambda: steady_circle(radius_m=50.0, speed_m_s=15.0, duration_s=60.0, mu=0.6),
-    "mu_step": lambda: friction_change(0.8, 0.6, t_change_s=60.0, radius_m=50.0, speed_m_s=15.0, duration_s=100.0),
+    # 17 m/s on R 50 m (5.8 m/s^2) saturates the front tires on mu 0.6: friction is observable only there
+    "circle_mu06": lambda: steady_circle(radius_m=50.0, speed_m_s=17.0, duration_s=60.0, mu=0.6),
+    "mu_step": lambda: friction_change(0.8, 0.6, t_change_s=60.0, radius_m=50.0, speed_m_s=17.0, duration_s=100.0),
     "double_lane_change": lambda: make_manoeuvre("double_lane_change", duration_s=30.0),
     "brake_in_turn": _brake_in_turn,
 }
