@@ -45,3 +45,60 @@ def test_gnss_position_leaves_orientation_out_by_default():
     H = models.gnss_position(Q, ANTENNA)[1]
     assert not H[:, 3:6].any()
     np.testing.assert_array_equal(H[:, :3], np.eye(3))
+
+
+@pytest.fixture(scope="module")
+def detailed():
+    from state_observer.paths import default_vehicle_path
+    from state_observer.vehicle.description import load_vehicle
+    from state_observer.vehicle.detailed import WHEELS, DetailedVehicle
+
+    vehicle = DetailedVehicle(load_vehicle(default_vehicle_path()))
+    vehicle.start(speed_m_s=12.0)
+    vehicle.set_inputs(0.5, [150.0, 150.0, 0.0, 0.0], [0.0] * 4)
+    for _ in range(100):
+        assert vehicle.step().success
+    return vehicle, models.NaturalChassisSensors(vehicle.model, spins=[f"th_{w}" for w in WHEELS])
+
+
+NATURAL = {
+    "gnss_position": lambda s, q, qd, qdd: s.gnss_position(q, ANTENNA, orientation_columns=True),
+    "gnss_velocity": lambda s, q, qd, qdd: s.gnss_velocity(q, qd, ANTENNA),
+    "gyroscope": lambda s, q, qd, qdd: s.gyroscope(q, qd, MOUNT),
+    "accelerometer": lambda s, q, qd, qdd: s.accelerometer(q, qdd, IMU, MOUNT),
+    "wheel_rates": lambda s, q, qd, qdd: s.wheel_rates(qd),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NATURAL))
+def test_natural_coordinate_jacobians_match_finite_differences(detailed, name):
+    vehicle, sensors = detailed
+    q, qd, qdd = vehicle.solver.q, vehicle.solver.qd, vehicle.solver.qdd
+    model = NATURAL[name]
+    _, Hq, Hqd = model(sensors, q, qd, qdd)
+    step = 1e-6
+    for H, which in ((Hq, 0), (Hqd, 1)):
+        def h(x):
+            args = [q, qd] if which == 0 else [q, x]
+            return model(sensors, x if which == 0 else q, args[1], qdd)[0]
+
+        base = q if which == 0 else qd
+        H_fd = np.array([(h(base + step * e) - h(base - step * e)) / (2 * step) for e in np.eye(len(base))]).T
+        np.testing.assert_allclose(H, H_fd, atol=1e-7 * max(1.0, np.abs(H_fd).max()))
+
+
+def test_natural_and_minimal_models_agree_on_the_same_motion(detailed):
+    """The detailed model's chassis state mapped to (position, roll, pitch, yaw) gives the same gyroscope,
+    GNSS velocity and accelerometer readings through both families of models."""
+    vehicle, sensors = detailed
+    q, qd, qdd = vehicle.solver.q, vehicle.solver.qd, vehicle.solver.qdd
+    truth = vehicle.truth()
+    p0, R = sensors._frame(q)
+    roll, pitch, yaw = np.arctan2(R[2, 1], R[2, 2]), -np.arcsin(R[2, 0]), np.arctan2(R[1, 0], R[0, 0])
+    att = models.Attitude(roll, pitch, yaw)
+    np.testing.assert_allclose(att.R, R, atol=1e-8)
+    eta_d = np.linalg.solve(att.E, truth.angular_velocity_body_rad_s)
+    z = np.concatenate([p0, [roll, pitch, yaw], np.zeros(8)])
+    zd = np.concatenate([truth.velocity_enu_m_s, eta_d, np.zeros(8)])
+    np.testing.assert_allclose(sensors.gyroscope(q, qd, MOUNT)[0], models.gyroscope(z, zd, MOUNT)[0], atol=1e-7)
+    np.testing.assert_allclose(sensors.gnss_velocity(q, qd, ANTENNA)[0], models.gnss_velocity(z, zd, ANTENNA)[0], atol=1e-7)

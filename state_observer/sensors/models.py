@@ -165,3 +165,78 @@ def suspension_travel(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     H = np.zeros((4, 3 * N))
     H[:, 6:10] = np.eye(4)
     return q[6:10].copy(), H
+
+
+class NaturalChassisSensors:
+    """The same sensors on a natural-coordinate model (the detailed vehicle): the chassis is a point p0
+    and three unit vectors ex, ey, ez that are coordinates themselves, so R = [ex ey ez], a chassis point
+    is p0 + R r (linear in q) and the angular velocity is w = 1/2 sum_i e_i x e_i_dot (world axes).
+    Every model returns (h, H_q, H_qd) over all n coordinates; the observer maps them to its independent
+    coordinates with the velocity transform (h_z = H_q R, h_z_dot = H_qd R)."""
+
+    def __init__(self, model, point: str = "p0", axes=("ex", "ey", "ez"), spins=()):
+        self.n = model.n
+        self.ip = model.index(f"{point}.x")
+        self.ia = [model.index(f"{a}.x") for a in axes]
+        self.spins = np.array([model.index(name) for name in spins], dtype=int)
+
+    def _frame(self, q):
+        return q[self.ip : self.ip + 3], np.column_stack([q[i : i + 3] for i in self.ia])
+
+    def _point_map(self, r: np.ndarray) -> np.ndarray:
+        """d(p0 + R r)/dq (3, n): identity on p0, r_i I on e_i."""
+        J = np.zeros((3, self.n))
+        J[:, self.ip : self.ip + 3] = np.eye(3)
+        for k, i in enumerate(self.ia):
+            J[:, i : i + 3] = r[k] * np.eye(3)
+        return J
+
+    def gnss_position(self, q, antenna_m, orientation_columns: bool = False):
+        p0, R = self._frame(q)
+        J = self._point_map(antenna_m)
+        if not orientation_columns:
+            for i in self.ia:
+                J[:, i : i + 3] = 0.0
+        return p0 + R @ antenna_m, J, np.zeros((3, self.n))
+
+    def gnss_velocity(self, q, qd, antenna_m):
+        J = self._point_map(antenna_m)
+        return J @ qd, np.zeros((3, self.n)), J
+
+    def _omega_world(self, q, qd):
+        """w = 1/2 sum e_i x e_i_dot and its Jacobians (3, n) with respect to q and qd."""
+        w = np.zeros(3)
+        Wq, Wqd = np.zeros((3, self.n)), np.zeros((3, self.n))
+        for i in self.ia:
+            e, ed = q[i : i + 3], qd[i : i + 3]
+            w += 0.5 * _cross(e, ed)
+            Wq[:, i : i + 3] = -0.5 * _skew(ed)
+            Wqd[:, i : i + 3] = 0.5 * _skew(e)
+        return w, Wq, Wqd
+
+    def gyroscope(self, q, qd, mount_rotation):
+        """S^T R^T w; derivative of R^T w with respect to e_j adds w^T in row j."""
+        _, R = self._frame(q)
+        w, Wq, Wqd = self._omega_world(q, qd)
+        St = mount_rotation.T
+        Hq = R.T @ Wq
+        for j, i in enumerate(self.ia):
+            Hq[j, i : i + 3] += w
+        return St @ (R.T @ w), St @ Hq, St @ (R.T @ Wqd)
+
+    def accelerometer(self, q, qdd, position_m, mount_rotation, gravity_enu_m_s2=GRAVITY_ENU_M_S2):
+        """S^T R^T (a_r - g) with a_r = J_r qdd the acceleration of the chassis point r (the model's
+        accelerations are not filter states: H_q holds the dependence through R only)."""
+        _, R = self._frame(q)
+        J = self._point_map(position_m)
+        a = J @ qdd - gravity_enu_m_s2
+        St = mount_rotation.T
+        Hq = np.zeros((3, self.n))
+        for j, i in enumerate(self.ia):
+            Hq[j, i : i + 3] = a
+        return St @ (R.T @ a), St @ Hq, np.zeros((3, self.n))
+
+    def wheel_rates(self, qd):
+        H = np.zeros((len(self.spins), self.n))
+        H[np.arange(len(self.spins)), self.spins] = 1.0
+        return qd[self.spins].copy(), np.zeros_like(H), H
