@@ -122,7 +122,7 @@ class VehicleErrorEKF:
         """Advance the model one step (inputs already set on the vehicle) and propagate P."""
         v = self.vehicle
         result = v.step()
-        if not result.success and v.force_correction.any():
+        if not result.success and self.levels == 3 and v.force_correction.any():
             # a bad force correction (e.g. after a long sensor outage) must not stop the observer: drop it,
             # widen the acceleration errors and retry the step (a failed step leaves the model unchanged)
             v.force_correction[:] = 0.0
@@ -194,8 +194,7 @@ class VehicleErrorEKF:
 
     def update_gnss_fix(self, antenna_enu_m: np.ndarray, covariance_m2: np.ndarray) -> bool:
         """GNSS antenna position in the local ENU frame (m) with its covariance (3, 3)."""
-        q = self._state()[0]
-        h, H = models.gnss_position(q, self.mounts.gnss_position_m, self.settings.gnss_orientation_columns)
+        h, H = self._h_gnss_position()
         accepted = self._apply("gnss_fix", antenna_enu_m, h, H, covariance_m2)
         if accepted or not np.all(np.isfinite(antenna_enu_m)):
             self._rejected_since = None
@@ -208,27 +207,22 @@ class VehicleErrorEKF:
 
     def _reacquire(self, offset_m: np.ndarray, covariance_m2: np.ndarray) -> None:
         """Move the model to the fixes and widen the position covariance (after persistent rejections)."""
-        solver = self.vehicle.solver
-        solver.q[:3] += offset_m
+        self._correct_state(np.concatenate([offset_m, np.zeros(N - 3)]), np.zeros(N))
         self.P[:3, :] = 0.0
         self.P[:, :3] = 0.0
         self.P[:3, :3] = covariance_m2 + np.eye(3) * 1e-3
         self._rejected_since = None
         self.n_resets += 1
-        self.vehicle._position_key = None
 
     def update_gnss_velocity(self, velocity_enu_m_s: np.ndarray, covariance: np.ndarray) -> bool:
-        q, qd, _ = self._state()
-        h, H = models.gnss_velocity(q, qd, self.mounts.gnss_position_m)
+        h, H = self._h_gnss_velocity()
         return self._apply("gnss_velocity", velocity_enu_m_s, h, H, covariance)
 
     def update_imu(self, angular_velocity_rad_s: np.ndarray, linear_acceleration_m_s2: np.ndarray, gyro_sigma: float, accel_sigma: float) -> tuple[bool, bool]:
         """IMU sample in the sensor frame: gyroscope (rad/s) and specific force (m/s^2)."""
-        q, qd, qdd = self._state()
-        S = self.mounts.imu_rotation
-        h, H = models.gyroscope(q, qd, S)
+        h, H = self._h_gyroscope()
         gyro = self._apply("gyroscope", angular_velocity_rad_s, h, H, np.eye(3) * gyro_sigma**2)
-        h, H = models.accelerometer(q, qd, qdd, self.mounts.imu_position_m, S)
+        h, H = self._h_accelerometer()
         accel = self._apply("accelerometer", linear_acceleration_m_s2, h, H, np.eye(3) * accel_sigma**2)
         return gyro, accel
 
@@ -237,18 +231,41 @@ class VehicleErrorEKF:
         keep = np.isfinite(rates)
         if not keep.any():
             return False
-        h, H = models.wheel_rates(self._state()[1])
+        h, H = self._h_wheel_rates()
         return self._apply("wheel_rates", rates[keep], h[keep], H[keep], np.eye(int(keep.sum())) * sigma**2)
 
+    # ----- sensor models of the model state: (h, H over the error state's columns) -----------------------
+    def _h_gnss_position(self):
+        return models.gnss_position(self._state()[0], self.mounts.gnss_position_m, self.settings.gnss_orientation_columns)
+
+    def _h_gnss_velocity(self):
+        q, qd, _ = self._state()
+        return models.gnss_velocity(q, qd, self.mounts.gnss_position_m)
+
+    def _h_gyroscope(self):
+        q, qd, _ = self._state()
+        return models.gyroscope(q, qd, self.mounts.imu_rotation)
+
+    def _h_accelerometer(self):
+        q, qd, qdd = self._state()
+        return models.accelerometer(q, qd, qdd, self.mounts.imu_position_m, self.mounts.imu_rotation)
+
+    def _h_wheel_rates(self):
+        return models.wheel_rates(self._state()[1])
+
     # ----- feedback -----------------------------------------------------------------------------------
+    def _correct_state(self, dz: np.ndarray, dzd: np.ndarray) -> None:
+        """Add position and velocity errors of the independent coordinates to the model."""
+        solver = self.vehicle.solver
+        solver.q = solver.q + dz
+        solver.qd = solver.qd + dzd
+
     def correct(self) -> None:
         """Feed the estimated errors back into the model (module docstring) and reset x to zero."""
         x = self.x
-        v = self.vehicle
-        solver = v.solver
+        solver = self.vehicle.solver
         dz, dzd = x[:N], x[N : 2 * N]
-        solver.q = solver.q + dz
-        solver.qd = solver.qd + dzd
+        self._correct_state(dz, dzd)
         if self.levels == 3:
             a = x[2 * N :]
             # the model's own response to the state corrections plus the unexplained acceleration a
@@ -313,3 +330,4 @@ class VehicleErrorEKF:
 
     def position_sigma_m(self) -> np.ndarray:
         return np.sqrt(np.diag(self.P)[:3])
+

@@ -25,7 +25,7 @@ import numpy as np
 from ..sensors.geodesy import LocalENU
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
 from .manoeuvres import Manoeuvre, Path, friction_change, make_manoeuvre, steady_circle
-from .run import run, start_on_path
+from .run import path_start, run
 from ..vehicle.reduced_kernels import body_rate, euler_rotation
 from .truth import TruthSample
 
@@ -114,17 +114,24 @@ class _Inputs:
         vehicle.set_inputs(self.steering, drive, brake)
 
 
-def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: int, observer_settings=None, kinematics=None,
-              timing: dict | None = None, spi=None):
-    """Open loop (``observer_settings`` None) or errorEKF(-FE) on the wrong 14-DOF model, with the SPI
-    parameter filter when ``spi`` (SpiSettings) is given; one Estimate per step.
-    ``timing`` receives ``loop_s``, the wall time of the stepping loop (model set-up excluded)."""
-    from ..estimation.errorekf import VehicleErrorEKF
+def wrong_model(desc, kinematics=None):
+    """The observer's 14-DOF model with the harness' parameter errors (mass +15 %, mu = 1.0)."""
     from ..vehicle.reduced import ReducedVehicle
-    from .sensors import mounts_from_vehicle
 
     vehicle = ReducedVehicle(desc, kinematics=kinematics, mu=MODEL_MU)
     vehicle.set_total_mass(vehicle.total_mass_kg * (1.0 + MASS_ERROR))
+    return vehicle
+
+
+def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: int, observer_settings=None, kinematics=None,
+              timing: dict | None = None, spi=None):
+    """Open loop (``observer_settings`` None) or the errorEKF(-FE) on the wrong 14-DOF model, with the SPI
+    parameter filter when ``spi`` (SpiSettings) is given; one Estimate per step.
+    ``timing`` receives ``loop_s``, the wall time of the stepping loop (model set-up excluded)."""
+    from ..estimation.errorekf import VehicleErrorEKF
+    from .sensors import mounts_from_vehicle
+
+    vehicle = wrong_model(desc, kinematics)
     mounts = mounts_from_vehicle(desc)
     if observer_settings is None:
         filt = None
@@ -134,10 +141,12 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
         filt = VehicleSPI(vehicle, mounts, observer_settings, spi)
     else:
         filt = VehicleErrorEKF(vehicle, mounts, observer_settings)
-    start_on_path(vehicle, manoeuvre)
-    vehicle.mu = MODEL_MU
+    speed, yaw, xy = path_start(manoeuvre)
     if filt is not None:
-        filt.start(*_start_pose(vehicle))
+        filt.start(speed, yaw, xy)
+    else:
+        vehicle.start(speed_m_s=speed, yaw_rad=yaw, position_m=xy)
+    vehicle.mu = MODEL_MU
     datum = sensor_config.gnss_fix.datum
     enu = LocalENU(datum.latitude_deg, datum.longitude_deg, datum.altitude_m)
     gyro_sigma = float(sensor_config.imu.gyro_rad_s.sigma[0])
@@ -182,11 +191,6 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
     if timing is not None:
         timing["loop_s"] = time.perf_counter() - loop_start
     return out, filt
-
-
-def _start_pose(vehicle):
-    q, qd = vehicle.solver.q, vehicle.solver.qd
-    return float(math.hypot(qd[0], qd[1])), float(q[5]), (float(q[0]), float(q[1])), float(vehicle.solver.t)
 
 
 def _rmse(x: np.ndarray) -> float:

@@ -10,7 +10,7 @@ import numpy as np
 from .manoeuvres import MANOEUVRES, Driver, Manoeuvre, make_manoeuvre
 from .truth import TruthSample
 
-__all__ = ["MANOEUVRES", "SimulationError", "VehicleInputs", "make_driver", "run", "simulate", "start_on_path"]
+__all__ = ["MANOEUVRES", "SimulationError", "VehicleInputs", "make_driver", "run", "simulate", "start_on_path", "path_start"]
 
 
 class SimulationError(RuntimeError):
@@ -47,14 +47,21 @@ class VehicleInputs(NamedTuple):
     brake_torque_n_m: np.ndarray
 
 
-def start_on_path(vehicle, manoeuvre: Manoeuvre) -> None:
-    """Start the vehicle at the manoeuvre's initial speed at the start of its path, heading along it."""
+def path_start(manoeuvre: Manoeuvre) -> tuple[float, float, tuple[float, float]]:
+    """(speed m/s, yaw rad, (x, y) m) of the manoeuvre's start: its initial speed at the start of its
+    path, heading along it (the origin heading east without a path)."""
     yaw0, start_xy = 0.0, (0.0, 0.0)
     path = manoeuvre.path
     if path is not None:
         d = path.xy[1] - path.xy[0]
-        yaw0, start_xy = math.atan2(d[1], d[0]), tuple(path.xy[0])
-    vehicle.start(speed_m_s=manoeuvre.initial_speed_m_s, yaw_rad=yaw0, position_m=start_xy)
+        yaw0, start_xy = math.atan2(d[1], d[0]), (float(path.xy[0][0]), float(path.xy[0][1]))
+    return float(manoeuvre.initial_speed_m_s), yaw0, start_xy
+
+
+def start_on_path(vehicle, manoeuvre: Manoeuvre) -> None:
+    """Start the vehicle at :func:`path_start` (and on the manoeuvre's initial friction)."""
+    speed, yaw0, start_xy = path_start(manoeuvre)
+    vehicle.start(speed_m_s=speed, yaw_rad=yaw0, position_m=start_xy)
     if manoeuvre.friction is not None:
         vehicle.mu = manoeuvre.friction(0.0)
 
