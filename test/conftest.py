@@ -11,10 +11,17 @@ Nothing here imports rclpy at module level.
 from __future__ import annotations
 
 import os
-import time
-from typing import Callable, Iterator
 
-import pytest
+# One BLAS thread, as the command line does: the models' matrices are small and threads only add
+# latency (an 82x82 least-squares solve took 11 ms with two OpenBLAS threads, 1 ms with one).
+# Before anything imports NumPy.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import time  # noqa: E402
+from typing import Callable, Iterator  # noqa: E402
+
+import pytest  # noqa: E402
 
 REQUIRE_ROS = os.environ.get("STATE_OBSERVER_REQUIRE_ROS") == "1"
 
