@@ -137,8 +137,27 @@ def observer_benchmarks(sim_seconds: float, repeats: int) -> dict:
     return out
 
 
+def linkage_filter_benchmarks(sim_seconds: float, repeats: int) -> dict:
+    """errorEKF, DEKF and UKF-TR on the four-bar (Sanjurjo 2016 §4.7.3): crank encoder at 200 Hz, "high"
+    model error, min(sim_seconds, 10) s at dt = 5 ms; median rtf of the filter loop (truth and sensor
+    synthesis not timed)."""
+    from state_observer.estimation.linkage import run_study
+
+    duration = min(sim_seconds, 10.0)
+    out = {}
+    for name in ("errorekf", "dekf", "ukf"):
+        rtfs = []
+        for _ in range(repeats):
+            result = run_study("four_bar", name, "crank_encoder", 200, "high", seed=0, duration_s=duration)
+            if result.failed:
+                raise RuntimeError(f"bench: the four-bar {name} failed: {result.message}")
+            rtfs.append(result.rtf)
+        out[f"fourbar_{name}_rtf_200hz"] = round(statistics.median(rtfs), 2)
+    return out
+
+
 BENCHMARKS: dict[str, Callable[[float, int], dict]] = {"linkages": linkage_benchmarks, "detailed_vehicle": detailed_vehicle_benchmarks,
-                                                       "observers": observer_benchmarks}
+                                                       "observers": observer_benchmarks, "linkage_filters": linkage_filter_benchmarks}
 
 
 def run(quick: bool = False) -> dict:
