@@ -75,6 +75,28 @@ class ErrorEkfSettings:
             raise ValueError("ErrorEkfSettings.plant_sigma2 must be finite and >= 0")
 
 
+def trapezoidal_transition(M: np.ndarray, K: np.ndarray, C: np.ndarray, h: float, acceleration_input: bool) -> np.ndarray:
+    """Error transition of one trapezoidal step of M dz_ddot = -K dz - C dz_dot (+ M a).
+
+    y = [dz, dz_dot] follows y' = J y (+ [0; a]) with J = [[0, I], [-M^-1 K, -M^-1 C]]; the trapezoidal rule
+    y+ = (I - h/2 J)^-1 [(I + h/2 J) y + h [0; a]], with dz eliminated, needs only the integrator's tangent
+    W = M + h/2 C + h^2/4 K:  dz_dot+ = W^-1 [-h K, M - h/2 C - h^2/4 K, h M] [dz; dz_dot; a],
+    dz+ = dz + h/2 (dz_dot + dz_dot+).  With ``acceleration_input`` the unexplained acceleration a is a
+    third block (random walk); returns (2n or 3n) square."""
+    n = M.shape[0]
+    hC, h2K = 0.5 * h * C, 0.25 * h * h * K
+    blocks = [-h * K, M - hC - h2K] + ([h * M] if acceleration_input else [])
+    size = len(blocks) * n
+    F = np.zeros((size, size))
+    F[n : 2 * n] = np.linalg.solve(M + hC + h2K, np.hstack(blocks))
+    F[:n] = 0.5 * h * F[n : 2 * n]
+    F[:n, :n] += np.eye(n)
+    F[:n, n : 2 * n] += 0.5 * h * np.eye(n)
+    if acceleration_input:
+        F[2 * n :, 2 * n :] = np.eye(n)
+    return F
+
+
 class VehicleErrorEKF:
     """errorEKF(-FE) on a :class:`state_observer.vehicle.reduced.ReducedVehicle` (module docstring).
 
@@ -143,26 +165,12 @@ class VehicleErrorEKF:
         return True
 
     def _transition(self) -> np.ndarray:
-        """Error transition of one trapezoidal step (module docstring): y = [dz, dz_dot] follows
-        y' = J y + [0; a] with J = [[0, I], [A, B]] and a held over the step, so
-        y+ = (I - h/2 J)^-1 [(I + h/2 J) y + h [0; a]].  Eliminating dz from the 2n system leaves the
-        integrator's tangent W = M + h/2 C + h^2/4 K:  dz_dot+ = W^-1 [-h K, M - h/2 C - h^2/4 K, h M] x,
-        dz+ = dz + h/2 (dz_dot + dz_dot+)."""
-        h = self.dt
+        """The model's error transition over one step (:func:`trapezoidal_transition`) at the current state."""
         solver = self.vehicle.solver
         M = self.vehicle.mass_matrix(solver.q)
-        K, C = solver.K, solver.C
-        AB = -np.linalg.solve(M, np.hstack([K, C]))
+        AB = -np.linalg.solve(M, np.hstack([solver.K, solver.C]))
         self._A, self._B = AB[:, :N], AB[:, N:]
-        hC, h2K = 0.5 * h * C, 0.25 * h * h * K
-        W = M + hC + h2K
-        F = np.zeros((3 * N, 3 * N))
-        F[N : 2 * N] = np.linalg.solve(W, np.hstack([-h * K, M - hC - h2K, h * M]))
-        F[:N] = 0.5 * h * F[N : 2 * N]
-        F[:N, :N] += np.eye(N)
-        F[:N, N : 2 * N] += 0.5 * h * np.eye(N)
-        F[2 * N :, 2 * N :] = np.eye(N)
-        return F
+        return trapezoidal_transition(M, solver.K, solver.C, self.dt, acceleration_input=True)
 
     # ----- measurements -------------------------------------------------------------------------------
     def _state(self):
@@ -334,4 +342,5 @@ class VehicleErrorEKF:
 
     def position_sigma_m(self) -> np.ndarray:
         return np.sqrt(np.diag(self.P)[:3])
+
 
