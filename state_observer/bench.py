@@ -106,10 +106,10 @@ def detailed_vehicle_benchmarks(sim_seconds: float, repeats: int) -> dict:
 
 
 def observer_benchmarks(sim_seconds: float, repeats: int) -> dict:
-    """errorEKF-FE and SPI on the 14-DOF model (dt = 4 ms) over synthesised circle_mu08 measurements: model
-    step, covariance propagation, every measurement update and the feedback (truth simulation not timed;
-    SPI's parameter updates from the first step on)."""
-    from state_observer.estimation.errorekf import ErrorEkfSettings
+    """errorEKF-FE and SPI on the 14-DOF model and the errorEKF on the detailed model (dt = 4 ms) over
+    synthesised circle_mu08 measurements: model step, covariance propagation, every measurement update and
+    the feedback (truth simulation not timed; SPI's parameter updates from the first step on)."""
+    from state_observer.estimation.errorekf import ErrorEkfSettings, detailed_settings
     from state_observer.estimation.spi import SpiSettings
     from state_observer.paths import default_sensors_path, default_vehicle_path
     from state_observer.sim import evaluate
@@ -127,11 +127,14 @@ def observer_benchmarks(sim_seconds: float, repeats: int) -> dict:
     steps = len(truths) - 1
     evaluate.run_model(desc, manoeuvre, samples, config, 10, ErrorEkfSettings(), kinematics)  # warm-up
     out = {}
-    for key, spi in (("errorekf_fe_reduced_rtf_4ms", None), ("spi_reduced_rtf_4ms", SpiSettings(start_after_s=0.0))):
+    configurations = (("errorekf_fe_reduced_rtf_4ms", ErrorEkfSettings(), None, "reduced"),
+                      ("spi_reduced_rtf_4ms", ErrorEkfSettings(), SpiSettings(start_after_s=0.0), "reduced"),
+                      ("errorekf_detailed_rtf_4ms", detailed_settings(), None, "detailed"))
+    for key, settings, spi, model in configurations:
         rtfs = []
         for _ in range(repeats):
             timing: dict = {}
-            evaluate.run_model(desc, manoeuvre, samples, config, steps, ErrorEkfSettings(), kinematics, timing, spi=spi)
+            evaluate.run_model(desc, manoeuvre, samples, config, steps, settings, kinematics, timing, spi=spi, model=model)
             rtfs.append(steps * 0.004 / timing["loop_s"])
         out[key] = round(statistics.median(rtfs), 2)
     return out

@@ -206,6 +206,8 @@ class VehicleErrorEKF:
 
     def update_gnss_fix(self, antenna_enu_m: np.ndarray, covariance_m2: np.ndarray) -> bool:
         """GNSS antenna position in the local ENU frame (m) with its covariance (3, 3)."""
+        if "gnss_fix" not in self.settings.enabled_sensors:
+            return False
         h, H = self._h_gnss_position()
         accepted = self._apply("gnss_fix", antenna_enu_m, h, H, covariance_m2)
         if accepted or not np.all(np.isfinite(antenna_enu_m)):
@@ -344,3 +346,122 @@ class VehicleErrorEKF:
         return np.sqrt(np.diag(self.P)[:3])
 
 
+
+
+class DetailedErrorEKF(VehicleErrorEKF):
+    """errorEKF (Sanjurjo 2016 §3.4.6) on the detailed vehicle (82 natural coordinates, 68 constraints).
+
+    The 14 error coordinates are measures of motion that are valid in every configuration: the chassis
+    point p0 (3), a world rotation vector of the chassis (3; the angular velocity w = 1/2 sum e_i x e_i_dot
+    is its rate), the wheel-centre heights (4) and the spins (4).  Choosing entries of q instead (the
+    model's ex.y for yaw) fails where that entry cannot move (heading +-90 deg).  With D the (14, n) map
+    of these rates, the velocity transform is R = [Phi_q; D]^-1 [0; I] (qd = R z_dot).  Sensor Jacobians
+    over all coordinates (:class:`state_observer.sensors.models.NaturalChassisSensors`) are mapped with R;
+    the transition is the trapezoidal one of the model projected on them (R^T M R, R^T K R, R^T C R, the
+    full form of Rodriguez 2020 eqs. 3.61-3.62); feedback dq = R dz, Newton iterations of the position
+    problem with D dq = 0, then the velocity problem with D qd = D qd_model + dz_dot."""
+
+    def __init__(self, vehicle, mounts, settings: ErrorEkfSettings | None = None):
+        settings = settings or detailed_settings()
+        if settings.force_estimation:
+            raise ValueError("DetailedErrorEKF estimates positions and velocities only: use force_estimation=False")
+        super().__init__(vehicle, mounts, settings)
+        from ..vehicle.detailed import WHEELS
+
+        model = vehicle.model
+        self.sensors = models.NaturalChassisSensors(model, spins=[f"th_{w}" for w in WHEELS])
+        self._heights = model.indices([f"C_{w}.z" for w in WHEELS])
+        self._spins = model.indices([f"th_{w}" for w in WHEELS])
+        self._R, self._R_at = None, None
+
+    def rate_map(self, q: np.ndarray) -> np.ndarray:
+        """D (14, n): [p0_dot, w (world), wheel-centre height rates, spin rates] = D qd."""
+        s = self.sensors
+        D = np.zeros((N, self.vehicle.model.n))
+        D[0:3, s.ip : s.ip + 3] = np.eye(3)
+        for i in s.ia:
+            D[3:6, i : i + 3] = 0.5 * models._skew(q[i : i + 3])
+        D[6 + np.arange(4), self._heights] = 1.0
+        D[10 + np.arange(4), self._spins] = 1.0
+        return D
+
+    def _augmented(self, q: np.ndarray, t: float):
+        cs = self.vehicle.model.constraints
+        cs.evaluate(q, t)
+        D = self.rate_map(q)
+        return cs, np.vstack([cs.jac, D]), D
+
+    def velocity_transform(self) -> np.ndarray:
+        """R (n, 14) at the current model state (memoised per state)."""
+        solver = self.vehicle.solver
+        key = (solver.t, solver.q.tobytes())
+        if key != self._R_at:
+            cs, A, _ = self._augmented(solver.q, solver.t)
+            rhs = np.zeros((A.shape[0], N))
+            rhs[cs.m :] = np.eye(N)
+            self._R, self._R_at = np.linalg.solve(A, rhs), key
+        return self._R
+
+    def predict(self) -> bool:
+        result = self.vehicle.step()
+        if not result.success:
+            return False
+        if self._steps_since_transition == 0:
+            solver, R = self.vehicle.solver, self.velocity_transform()
+            self.F = trapezoidal_transition(R.T @ self.vehicle.model.mass @ R, R.T @ solver.K @ R, R.T @ solver.C @ R, self.dt,
+                                            acceleration_input=False)
+        self._steps_since_transition = (self._steps_since_transition + 1) % self.settings.transition_every_steps
+        self.P[:] = self.F @ self.P @ self.F.T + self.plant
+        self.x[:] = 0.0
+        return True
+
+    def _mapped(self, h, Hq, Hqd):
+        R = self.velocity_transform()
+        return h, np.hstack([Hq @ R, Hqd @ R])
+
+    def _h_gnss_position(self):
+        return self._mapped(*self.sensors.gnss_position(self._state()[0], self.mounts.gnss_position_m, self.settings.gnss_orientation_columns))
+
+    def _h_gnss_velocity(self):
+        q, qd, _ = self._state()
+        return self._mapped(*self.sensors.gnss_velocity(q, qd, self.mounts.gnss_position_m))
+
+    def _h_gyroscope(self):
+        q, qd, _ = self._state()
+        return self._mapped(*self.sensors.gyroscope(q, qd, self.mounts.imu_rotation))
+
+    def _h_accelerometer(self):
+        q, _, qdd = self._state()
+        return self._mapped(*self.sensors.accelerometer(q, qdd, self.mounts.imu_position_m, self.mounts.imu_rotation))
+
+    def _h_wheel_rates(self):
+        return self._mapped(*self.sensors.wheel_rates(self._state()[1]))
+
+    def _correct_state(self, dz: np.ndarray, dzd: np.ndarray) -> None:
+        if not (dz.any() or dzd.any()):
+            return
+        solver = self.vehicle.solver
+        q = solver.q + self.velocity_transform() @ dz
+        for _ in range(3):  # the linearised step leaves violations of order |dz|^2
+            cs, A, _ = self._augmented(q, solver.t)
+            if np.abs(cs.phi).max(initial=0.0) < 1e-10:
+                break
+            q = q - np.linalg.solve(A, np.concatenate([cs.phi, np.zeros(N)]))
+        zd = self.rate_map(solver.q) @ solver.qd + dzd
+        cs, A, _ = self._augmented(q, solver.t)
+        solver.q = q
+        solver.qd = np.linalg.solve(A, np.concatenate([-cs.phi_t, zd]))
+
+
+def detailed_settings() -> ErrorEkfSettings:
+    """Defaults of the detailed model's errorEKF: white-acceleration plant noise per error coordinate
+    [p0 x y z, rotation x y z, 4 wheel-centre heights, 4 spins].  Without acceleration states the
+    accelerometer is predicted from the model's own accelerations, whose error (mass, friction) is ~20
+    times the sensor noise: every sample failed the gate, so it is off by default."""
+    return ErrorEkfSettings(
+        force_estimation=False,
+        enabled_sensors=("gnss_fix", "gnss_velocity", "gyroscope", "wheel_rates"),
+        plant_sigma2=np.array([1.0, 1.0, 1e-2, 1e-3, 1e-3, 1e-3] + [1e-1] * 4 + [10.0] * 4),
+        initial_position_sigma=np.array([1.0, 1.0, 0.01, 0.005, 0.005, 0.005] + [0.005] * 4 + [0.1] * 4),
+        initial_velocity_sigma=np.array([0.1, 0.1, 0.02, 0.01, 0.01, 0.01] + [0.02] * 4 + [0.5] * 4),
+    )

@@ -5,7 +5,9 @@
   horizontal noise, GNSS velocity 5 Hz, encoders and steering 100 Hz).
 * open loop: the observer's 14-DOF model with wrong parameters (mass +15 %, mu = 1.0), driven by the
   measured steering and wheel torques, without corrections.
-* observer: the same wrong model corrected by the filter with the synthesised measurements.
+* observer: the same wrong model corrected by the filter with the synthesised measurements
+  (``errorekf_fe_reduced``, ``spi_reduced``), and the detailed model with the same parameter errors
+  corrected by the plain errorEKF (``errorekf_detailed``).
 
 Metrics (after the first ``skip_s`` = 20 s): horizontal position RMSE (base_link origin), CoM-free
 sideslip at base_link and yaw-rate RMSE, tire-force normalised RMSE per component (RMSE over the four
@@ -100,41 +102,59 @@ class _Inputs:
 
     def __init__(self):
         self.steering = 0.0
+        self.steering_rate = 0.0  # finite difference of the last two samples (the detailed model's rack driver needs it)
+        self._steering_ns = None
         self.torque = np.zeros(4)
 
     def take(self, sample) -> None:
         if isinstance(sample, SteeringSample) and math.isfinite(sample.steering_wheel_angle_rad):
-            self.steering = sample.steering_wheel_angle_rad
+            if self._steering_ns is not None and sample.stamp_ns > self._steering_ns:
+                self.steering_rate = (sample.steering_wheel_angle_rad - self.steering) / ((sample.stamp_ns - self._steering_ns) * 1e-9)
+            self.steering, self._steering_ns = sample.steering_wheel_angle_rad, sample.stamp_ns
         elif isinstance(sample, WheelSample) and np.all(np.isfinite(sample.torque_n_m)):
             self.torque = np.asarray(sample.torque_n_m, float)
 
     def apply(self, vehicle) -> None:
         drive = np.maximum(self.torque, 0.0)
         brake = np.maximum(-self.torque, 0.0)
-        vehicle.set_inputs(self.steering, drive, brake)
+        vehicle.set_inputs(self.steering, drive, brake, steering_rate_rad_s=self.steering_rate)
 
 
-def wrong_model(desc, kinematics=None):
-    """The observer's 14-DOF model with the harness' parameter errors (mass +15 %, mu = 1.0)."""
-    from ..vehicle.reduced import ReducedVehicle
+def wrong_model(desc, model: str = "reduced", kinematics=None):
+    """The observer's model with the harness' parameter errors (mass +15 %, mu = 1.0).  The detailed model
+    gets the extra mass on its chassis body (its spring preloads are then solved for that mass)."""
+    if model == "reduced":
+        from ..vehicle.reduced import ReducedVehicle
 
-    vehicle = ReducedVehicle(desc, kinematics=kinematics, mu=MODEL_MU)
-    vehicle.set_total_mass(vehicle.total_mass_kg * (1.0 + MASS_ERROR))
-    return vehicle
+        vehicle = ReducedVehicle(desc, kinematics=kinematics, mu=MODEL_MU)
+        vehicle.set_total_mass(vehicle.total_mass_kg * (1.0 + MASS_ERROR))
+        return vehicle
+    if model == "detailed":
+        import dataclasses
+
+        from ..vehicle.detailed import DetailedVehicle
+
+        extra = MASS_ERROR * DetailedVehicle(desc).total_mass_kg
+        chassis = dataclasses.replace(desc.chassis, mass_kg=desc.chassis.mass_kg + extra)
+        return DetailedVehicle(dataclasses.replace(desc, chassis=chassis), mu=MODEL_MU)
+    raise ValueError(f"unknown model '{model}' (reduced or detailed)")
 
 
 def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: int, observer_settings=None, kinematics=None,
-              timing: dict | None = None, spi=None):
-    """Open loop (``observer_settings`` None) or the errorEKF(-FE) on the wrong 14-DOF model, with the SPI
-    parameter filter when ``spi`` (SpiSettings) is given; one Estimate per step.
+              timing: dict | None = None, spi=None, model: str = "reduced"):
+    """Open loop (``observer_settings`` None) or the observer on the wrong model: ``model`` reduced (the
+    14-DOF model with the errorEKF-FE, plus the SPI parameter filter when ``spi`` is given) or detailed
+    (:class:`DetailedErrorEKF`); one Estimate per step.
     ``timing`` receives ``loop_s``, the wall time of the stepping loop (model set-up excluded)."""
-    from ..estimation.errorekf import VehicleErrorEKF
+    from ..estimation.errorekf import DetailedErrorEKF, VehicleErrorEKF
     from .sensors import mounts_from_vehicle
 
-    vehicle = wrong_model(desc, kinematics)
+    vehicle = wrong_model(desc, model, kinematics)
     mounts = mounts_from_vehicle(desc)
     if observer_settings is None:
         filt = None
+    elif model == "detailed":
+        filt = DetailedErrorEKF(vehicle, mounts, observer_settings)
     elif spi is not None:
         from ..estimation.spi import VehicleSPI
 
@@ -166,7 +186,7 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
                 raise RuntimeError(f"open loop model failed at t = {vehicle.solver.t:.3f} s")
         elif not filt.predict():
             raise RuntimeError(f"observer model failed at t = {vehicle.solver.t:.3f} s")
-        tire_force = np.column_stack([vehicle._tire_out[0], vehicle._tire_out[1], vehicle._tire_out[2]]).copy()
+        tire_force = np.column_stack([vehicle._tire_out[0], vehicle._tire_out[1], vehicle._tire_out[2]]).copy() if model == "reduced" else None
         while k_sample < len(samples) and samples[k_sample].stamp_ns <= t_end_ns:
             sample = samples[k_sample]
             k_sample += 1
@@ -184,10 +204,13 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
                 filt.update_wheel_rates(np.asarray(sample.rate_rad_s), rate_sigma)
         if filt is not None:
             filt.correct()
-        q, qd = vehicle.solver.q, vehicle.solver.qd
-        R = euler_rotation(q[3], q[4], q[5])
-        w = body_rate(q[3], q[4])[0] @ qd[3:6]
-        out.append(Estimate(vehicle.solver.t, q[:3].copy(), float(w[2]), sideslip(qd[:3], R), tire_force, vehicle.total_mass_kg, float(np.mean(vehicle.mu))))
+        if model == "reduced":
+            q, qd = vehicle.solver.q, vehicle.solver.qd
+            R = euler_rotation(q[3], q[4], q[5])
+            w = body_rate(q[3], q[4])[0] @ qd[3:6]
+            out.append(Estimate(vehicle.solver.t, q[:3].copy(), float(w[2]), sideslip(qd[:3], R), tire_force, vehicle.total_mass_kg, float(np.mean(vehicle.mu))))
+        else:
+            out.append(_truth_record(vehicle.truth()))
     if timing is not None:
         timing["loop_s"] = time.perf_counter() - loop_start
     return out, filt
@@ -255,14 +278,13 @@ def sensor_metrics(truths: list, samples: list, sensor_config, desc, skip_s: flo
     return {"position_rmse_m": _rmse(np.array(pos_err)), "yaw_rate_rmse_dps": math.degrees(_rmse(np.array(yaw_err)))}
 
 
-CONFIGURATIONS = ("open_loop", "sensor", "errorekf_fe_reduced", "spi_reduced")
-"""Configurations this version runs (``errorekf_detailed`` is not built yet)."""
+CONFIGURATIONS = ("open_loop", "sensor", "errorekf_fe_reduced", "spi_reduced", "errorekf_detailed")
 
 
 def evaluate(scenarios=None, seed: int = 0, progress=print) -> dict:
     """{scenario: {configuration: metrics}} for the harness (module docstring).  A configuration whose
     model fails is reported with ``failed`` (the message) instead of metrics."""
-    from ..estimation.errorekf import ErrorEkfSettings
+    from ..estimation.errorekf import ErrorEkfSettings, detailed_settings
     from ..estimation.spi import SpiSettings
     from ..paths import default_sensors_path, default_vehicle_path
     from ..vehicle.description import load_vehicle
@@ -281,11 +303,12 @@ def evaluate(scenarios=None, seed: int = 0, progress=print) -> dict:
         truths, samples = simulate_truth(desc, config, manoeuvre, seed=seed)
         mu_step = MU_STEP_T_S if name == "mu_step" else None
         row = {"sensor": sensor_metrics(truths, samples, config, desc)}
-        for key, settings, spi in (("open_loop", None, None), ("errorekf_fe_reduced", ErrorEkfSettings(), None),
-                                   ("spi_reduced", ErrorEkfSettings(), SpiSettings())):
+        for key, settings, spi, model in (("open_loop", None, None, "reduced"), ("errorekf_fe_reduced", ErrorEkfSettings(), None, "reduced"),
+                                          ("spi_reduced", ErrorEkfSettings(), SpiSettings(), "reduced"),
+                                          ("errorekf_detailed", detailed_settings(), None, "detailed")):
             progress(f"evaluate: {name}: {key} ...")
             try:
-                estimates, _ = run_model(desc, SCENARIOS[name](), samples, config, len(truths) - 1, settings, kinematics, spi=spi)
+                estimates, _ = run_model(desc, SCENARIOS[name](), samples, config, len(truths) - 1, settings, kinematics, spi=spi, model=model)
                 row[key] = metrics(truths, estimates, mu_step_t_s=mu_step)
             except RuntimeError as exc:
                 row[key] = {"failed": str(exc)}
