@@ -204,11 +204,14 @@ class VehicleErrorEKF:
             self.n_relocks += 1
         return sequential_update(self.x, self.P, innovation, H, R, gate, stats)
 
-    def update_gnss_fix(self, antenna_enu_m: np.ndarray, covariance_m2: np.ndarray) -> bool:
-        """GNSS antenna position in the local ENU frame (m) with its covariance (3, 3)."""
+    def update_gnss_fix(self, antenna_enu_m: np.ndarray, covariance_m2: np.ndarray, age_s: float = 0.0) -> bool:
+        """GNSS antenna position in the local ENU frame (m) with its covariance (3, 3), measured ``age_s``
+        before the model's time (the prediction is moved back along the antenna velocity)."""
         if "gnss_fix" not in self.settings.enabled_sensors:
             return False
         h, H = self._h_gnss_position()
+        if age_s:
+            h = h - age_s * self._h_gnss_velocity()[0]
         accepted = self._apply("gnss_fix", antenna_enu_m, h, H, covariance_m2)
         if accepted or not np.all(np.isfinite(antenna_enu_m)):
             self._rejected_since = None

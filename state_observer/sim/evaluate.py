@@ -197,7 +197,8 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
                 filt.update_imu(np.asarray(sample.angular_velocity_rad_s), np.asarray(sample.linear_acceleration_m_s2), gyro_sigma, accel_sigma)
             elif isinstance(sample, GnssFix):
                 if sample.status >= 0 and math.isfinite(sample.latitude_deg):
-                    filt.update_gnss_fix(enu.to_enu(sample.latitude_deg, sample.longitude_deg, sample.altitude_m), np.asarray(sample.position_covariance_enu_m2))
+                    filt.update_gnss_fix(enu.to_enu(sample.latitude_deg, sample.longitude_deg, sample.altitude_m), np.asarray(sample.position_covariance_enu_m2),
+                                         age_s=(t_end_ns - sample.stamp_ns) * 1e-9)
             elif isinstance(sample, GnssVelocity):
                 filt.update_gnss_velocity(np.asarray(sample.velocity_enu_m_s), np.asarray(sample.covariance_m2_s2))
             elif isinstance(sample, WheelSample):
