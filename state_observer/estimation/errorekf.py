@@ -361,8 +361,9 @@ class DetailedErrorEKF(VehicleErrorEKF):
     of these rates, the velocity transform is R = [Phi_q; D]^-1 [0; I] (qd = R z_dot).  Sensor Jacobians
     over all coordinates (:class:`state_observer.sensors.models.NaturalChassisSensors`) are mapped with R;
     the transition is the trapezoidal one of the model projected on them (R^T M R, R^T K R, R^T C R, the
-    full form of Rodriguez 2020 eqs. 3.61-3.62); feedback dq = R dz, Newton iterations of the position
-    problem with D dq = 0, then the velocity problem with D qd = D qd_model + dz_dot."""
+    full form of Rodriguez 2020 eqs. 3.61-3.62); feedback dq = R dz and dqd = R dz_dot, plus Newton
+    iterations of the position problem with D dq = 0 and the velocity problem when the linearised step left
+    a violation above ``position_tolerance_m`` (large corrections: a GNSS re-acquisition, the first fixes)."""
 
     def __init__(self, vehicle, mounts, settings: ErrorEkfSettings | None = None):
         settings = settings or detailed_settings()
@@ -374,6 +375,7 @@ class DetailedErrorEKF(VehicleErrorEKF):
         model = vehicle.model
         self.sensors = models.NaturalChassisSensors(model, spins=[f"th_{w}" for w in WHEELS])
         self._heights = model.indices([f"C_{w}.z" for w in WHEELS])
+        self.position_tolerance_m = 1e-6  # constraint violation above which the feedback solves the position problem
         self._spins = model.indices([f"th_{w}" for w in WHEELS])
         self._R, self._R_at = None, None
 
@@ -444,16 +446,22 @@ class DetailedErrorEKF(VehicleErrorEKF):
         if not (dz.any() or dzd.any()):
             return
         solver = self.vehicle.solver
-        q = solver.q + self.velocity_transform() @ dz
+        R = self.velocity_transform()
+        q = solver.q + R @ dz
+        newton = 0
         for _ in range(3):  # the linearised step leaves violations of order |dz|^2
             cs, A, _ = self._augmented(q, solver.t)
-            if np.abs(cs.phi).max(initial=0.0) < 1e-10:
-                break
+            if np.abs(cs.phi).max(initial=0.0) < self.position_tolerance_m:
+                break  # smaller ones the integrator's penalty removes within the next step
             q = q - np.linalg.solve(A, np.concatenate([cs.phi, np.zeros(N)]))
-        zd = self.rate_map(solver.q) @ solver.qd + dzd
-        cs, A, _ = self._augmented(q, solver.t)
+            newton += 1
+        if newton:
+            zd = self.rate_map(solver.q) @ solver.qd + dzd
+            cs, A, _ = self._augmented(q, solver.t)
+            solver.qd = np.linalg.solve(A, np.concatenate([-cs.phi_t, zd]))
+        else:
+            solver.qd = solver.qd + R @ dzd
         solver.q = q
-        solver.qd = np.linalg.solve(A, np.concatenate([-cs.phi_t, zd]))
 
 
 def detailed_settings() -> ErrorEkfSettings:
