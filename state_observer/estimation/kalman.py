@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 from scipy.stats import chi2
 
 DEFAULT_GATE_PROBABILITY = 0.9999
@@ -63,37 +64,59 @@ def sequential_update(x: np.ndarray, P: np.ndarray, innovation: np.ndarray, H: n
     any gain, evaluated in its expanded form P - K (H P) - (P H^T) K^T + K S K^T (rank-m updates instead of
     two n^3 products), symmetrised.  Returns False (and changes nothing) when the block fails the gate,
     is not finite or S is not positive definite."""
-    def reject() -> bool:
+    nis = _joseph_update(x, P, np.ascontiguousarray(innovation, dtype=float), np.ascontiguousarray(H, dtype=float),
+                         np.ascontiguousarray(R, dtype=float), float(gate))
+    if nis < 0.0:  # -1: not finite or S not positive definite; -2 - NIS: failed the gate
+        if nis < -1.5:
+            stats.dof, stats.last_nis, stats.last_innovation = len(innovation), -2.0 - nis, innovation
         stats.rejected += 1
         stats.consecutive_rejections += 1
         return False
-
-    if not (np.isfinite(innovation).all() and np.isfinite(H).all() and np.isfinite(R).all()):
-        return reject()
-    PHt = P @ H.T
-    S = H @ PHt + R
-    try:
-        np.linalg.cholesky(S)  # positive definite, or reject
-        S_inv = np.linalg.inv(S)
-    except np.linalg.LinAlgError:
-        return reject()
-    nis = float(innovation @ S_inv @ innovation)
-    stats.dof = len(innovation)
-    stats.last_nis = nis
-    stats.last_innovation = innovation
-    if not nis <= gate:
-        return reject()
-    K = PHt @ S_inv
-    x += K @ innovation
-    KPH = K @ PHt.T
-    P += K @ S @ K.T - KPH - KPH.T
-    P += P.T
-    P *= 0.5
+    stats.dof, stats.last_nis, stats.last_innovation = len(innovation), nis, innovation
     stats.accepted += 1
     stats.consecutive_rejections = 0
     stats.nis_sum += nis
     stats.nis_mean_recent = nis if math.isnan(stats.nis_mean_recent) else 0.98 * stats.nis_mean_recent + 0.02 * nis
     return True
+
+
+@njit(cache=True)
+def _joseph_update(x, P, innovation, H, R, gate):
+    """Compiled body of :func:`sequential_update`: returns the NIS when applied, -1 for non-finite input or an
+    indefinite S, -2 - NIS when the gate rejects (x and P untouched then)."""
+    if not (np.all(np.isfinite(innovation)) and np.all(np.isfinite(H)) and np.all(np.isfinite(R))):
+        return -1.0
+    PHt = P @ H.T
+    S = H @ PHt + R
+    m = S.shape[0]
+    # Cholesky by hand: S must be positive definite
+    L = np.zeros((m, m))
+    for i in range(m):
+        for j in range(i + 1):
+            acc = S[i, j]
+            for k in range(j):
+                acc -= L[i, k] * L[j, k]
+            if i == j:
+                if not acc > 0.0:
+                    return -1.0
+                L[i, i] = math.sqrt(acc)
+            else:
+                L[i, j] = acc / L[j, j]
+    S_inv = np.linalg.inv(S)
+    nis = innovation @ S_inv @ innovation
+    if not nis <= gate:
+        return -2.0 - nis
+    K = PHt @ S_inv
+    x += K @ innovation
+    KPH = K @ PHt.T
+    P += K @ S @ K.T - KPH - KPH.T
+    n = P.shape[0]
+    for i in range(n):
+        for j in range(i + 1, n):
+            v = 0.5 * (P[i, j] + P[j, i])
+            P[i, j] = v
+            P[j, i] = v
+    return nis
 
 
 def white_jerk_covariance(sigma2: np.ndarray, dt: float) -> np.ndarray:

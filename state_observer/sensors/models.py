@@ -22,6 +22,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit
+
+from ..mbs.small_linalg import cross, mm, mtv, mv, skew
 
 N = 14  # coordinates of the 14-DOF model
 GRAVITY_ENU_M_S2 = np.array([0.0, 0.0, -9.81])
@@ -36,114 +39,140 @@ def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
 
 
-_last_attitude: list = [None, None]
-
-
-def attitude(angles: np.ndarray) -> "Attitude":
-    """Attitude of (roll, pitch, yaw), memoised on the last angles (the sensors of one step share it)."""
-    key = angles.tobytes()
-    if _last_attitude[0] != key:
-        _last_attitude[0], _last_attitude[1] = key, Attitude(*angles)
-    return _last_attitude[1]
+@njit(cache=True)
+def attitude_arrays(roll, pitch, yaw):
+    """R = Rz(yaw) Ry(pitch) Rx(roll), dR/d(roll, pitch, yaw) (3, 3, 3), E_b, dE_b/d(roll, pitch) (2, 3, 3)
+    and the second derivatives of E_b (rr, rp, pp) (3, 3, 3)."""
+    cr, sr, cp, sp, cy, sy = math.cos(roll), math.sin(roll), math.cos(pitch), math.sin(pitch), math.cos(yaw), math.sin(yaw)
+    Rx = np.array(((1.0, 0.0, 0.0), (0.0, cr, -sr), (0.0, sr, cr)))
+    Ry = np.array(((cp, 0.0, sp), (0.0, 1.0, 0.0), (-sp, 0.0, cp)))
+    Rz = np.array(((cy, -sy, 0.0), (sy, cy, 0.0), (0.0, 0.0, 1.0)))
+    RzRy = mm(Rz, Ry)
+    R = mm(RzRy, Rx)
+    dR = np.empty((3, 3, 3))
+    # dR/droll = R [e_x]x, dR/dpitch = Rz Ry [e_y]x Rx, dR/dyaw = [e_z]x R
+    dR[0] = mm(R, skew(np.array((1.0, 0.0, 0.0))))
+    dR[1] = mm(mm(RzRy, skew(np.array((0.0, 1.0, 0.0)))), Rx)
+    dR[2] = mm(skew(np.array((0.0, 0.0, 1.0))), R)
+    E = np.array(((1.0, 0.0, -sp), (0.0, cr, sr * cp), (0.0, -sr, cr * cp)))
+    dE = np.empty((2, 3, 3))
+    dE[0] = np.array(((0.0, 0.0, 0.0), (0.0, -sr, cr * cp), (0.0, -cr, -sr * cp)))
+    dE[1] = np.array(((0.0, 0.0, -cp), (0.0, 0.0, -sr * sp), (0.0, 0.0, -cr * sp)))
+    d2E = np.empty((3, 3, 3))
+    d2E[0] = np.array(((0.0, 0.0, 0.0), (0.0, -cr, -sr * cp), (0.0, sr, -cr * cp)))
+    d2E[1] = np.array(((0.0, 0.0, 0.0), (0.0, 0.0, -cr * sp), (0.0, 0.0, sr * sp)))
+    d2E[2] = np.array(((0.0, 0.0, sp), (0.0, 0.0, -sr * cp), (0.0, 0.0, -cr * cp)))
+    return R, dR, E, dE, d2E
 
 
 class Attitude:
-    """R, E_b and their first and second derivatives with respect to (roll, pitch, yaw)."""
+    """R, E_b and their first and second derivatives with respect to (roll, pitch, yaw) (attributes R, dR,
+    E, dE, d2E; see :func:`attitude_arrays`)."""
 
     def __init__(self, roll: float, pitch: float, yaw: float):
-        cr, sr, cp, sp, cy, sy = math.cos(roll), math.sin(roll), math.cos(pitch), math.sin(pitch), math.cos(yaw), math.sin(yaw)
-        Rx = np.array([[1.0, 0.0, 0.0], [0.0, cr, -sr], [0.0, sr, cr]])
-        Ry = np.array([[cp, 0.0, sp], [0.0, 1.0, 0.0], [-sp, 0.0, cp]])
-        Rz = np.array([[cy, -sy, 0.0], [sy, cy, 0.0], [0.0, 0.0, 1.0]])
-        self.R = Rz @ Ry @ Rx
-        ex, ey, ez = _skew(np.array([1.0, 0, 0])), _skew(np.array([0, 1.0, 0])), _skew(np.array([0, 0, 1.0]))
-        # dR/droll = R [e_x]x, dR/dpitch = Rz Ry [e_y]x Rx, dR/dyaw = [e_z]x R
-        self.dR = (self.R @ ex, Rz @ Ry @ ey @ Rx, ez @ self.R)
-        self.E = np.array([[1.0, 0.0, -sp], [0.0, cr, sr * cp], [0.0, -sr, cr * cp]])
-        self.dE = (np.array([[0.0, 0.0, 0.0], [0.0, -sr, cr * cp], [0.0, -cr, -sr * cp]]),
-                   np.array([[0.0, 0.0, -cp], [0.0, 0.0, -sr * sp], [0.0, 0.0, -cr * sp]]))
-        # second derivatives (rr, rp, pp) of E
-        self.d2E = (np.array([[0.0, 0.0, 0.0], [0.0, -cr, -sr * cp], [0.0, sr, -cr * cp]]),
-                    np.array([[0.0, 0.0, 0.0], [0.0, 0.0, -cr * sp], [0.0, 0.0, sr * sp]]),
-                    np.array([[0.0, 0.0, sp], [0.0, 0.0, -sr * cp], [0.0, 0.0, -cr * cp]]))
+        self.R, self.dR, self.E, self.dE, self.d2E = attitude_arrays(float(roll), float(pitch), float(yaw))
 
 
 def gnss_position(q: np.ndarray, antenna_m: np.ndarray, orientation_columns: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Antenna position in ENU (m): p + R r_a."""
-    att = attitude(q[3:6])
-    r = att.R @ antenna_m
+    return _gnss_position(q, np.asarray(antenna_m, float), orientation_columns)
+
+
+@njit(cache=True)
+def _gnss_position(q, antenna_m, orientation_columns):
+    R, dR, _, _, _ = attitude_arrays(q[3], q[4], q[5])
     H = np.zeros((3, 3 * N))
-    H[:, 0:3] = np.eye(3)
+    for a in range(3):
+        H[a, a] = 1.0
     if orientation_columns:
         for k in range(3):
-            H[:, 3 + k] = att.dR[k] @ antenna_m
-    return q[0:3] + r, H
+            H[:, 3 + k] = mv(dR[k], antenna_m)
+    return q[0:3] + mv(R, antenna_m), H
 
 
 def gnss_velocity(q: np.ndarray, qd: np.ndarray, antenna_m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Antenna velocity in ENU (m/s): p_dot + R (w_b x r_a)."""
-    att = attitude(q[3:6])
+    return _gnss_velocity(q, qd, np.asarray(antenna_m, float))
+
+
+@njit(cache=True)
+def _gnss_velocity(q, qd, antenna_m):
+    R, dR, E, dE, _ = attitude_arrays(q[3], q[4], q[5])
     eta_d = qd[3:6]
-    w = att.E @ eta_d
-    wxr = _cross(w, antenna_m)
+    w = mv(E, eta_d)
+    wxr = cross(w, antenna_m)
+    R_skew = mm(R, skew(antenna_m))
     H = np.zeros((3, 3 * N))
-    H[:, N : N + 3] = np.eye(3)
-    H[:, N + 3 : N + 6] = -att.R @ _skew(antenna_m) @ att.E
+    for a in range(3):
+        H[a, N + a] = 1.0
+    H[:, N + 3 : N + 6] = -mm(R_skew, E)
     for k in range(3):
-        col = att.dR[k] @ wxr
+        col = mv(dR[k], wxr)
         if k < 2:
-            col = col - att.R @ _skew(antenna_m) @ (att.dE[k] @ eta_d)
+            col = col - mv(R_skew, mv(dE[k], eta_d))
         H[:, 3 + k] = col
-    return qd[0:3] + att.R @ wxr, H
+    return qd[0:3] + mv(R, wxr), H
 
 
 def gyroscope(q: np.ndarray, qd: np.ndarray, mount_rotation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Angular rate in sensor axes (rad/s): S^T E_b eta_dot."""
-    att = attitude(q[3:6])
-    St = mount_rotation.T
+    return _gyroscope(q, qd, np.ascontiguousarray(np.asarray(mount_rotation, float).T))
+
+
+@njit(cache=True)
+def _gyroscope(q, qd, St):
+    _, _, E, dE, _ = attitude_arrays(q[3], q[4], q[5])
     eta_d = qd[3:6]
     H = np.zeros((3, 3 * N))
-    H[:, N + 3 : N + 6] = St @ att.E
-    H[:, 3] = St @ (att.dE[0] @ eta_d)
-    H[:, 4] = St @ (att.dE[1] @ eta_d)
-    return St @ (att.E @ eta_d), H
+    H[:, N + 3 : N + 6] = mm(St, E)
+    H[:, 3] = mv(St, mv(dE[0], eta_d))
+    H[:, 4] = mv(St, mv(dE[1], eta_d))
+    return mv(St, mv(E, eta_d)), H
 
 
 def accelerometer(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, position_m: np.ndarray, mount_rotation: np.ndarray,
                   gravity_enu_m_s2: np.ndarray = GRAVITY_ENU_M_S2) -> tuple[np.ndarray, np.ndarray]:
     """Specific force in sensor axes (m/s^2) at a base_link point r (module docstring)."""
-    att = attitude(q[3:6])
-    St = mount_rotation.T
-    r = position_m
+    return _accelerometer(q, qd, qdd, np.asarray(position_m, float), np.ascontiguousarray(np.asarray(mount_rotation, float).T),
+                          np.asarray(gravity_enu_m_s2, float))
+
+
+@njit(cache=True)
+def _accelerometer(q, qd, qdd, r, St, gravity):
+    R, dR, E, dE, d2E = attitude_arrays(q[3], q[4], q[5])
     eta_d, eta_dd = qd[3:6], qdd[3:6]
     rate, pitch_rate = eta_d[0], eta_d[1]
-    E_dot = att.dE[0] * rate + att.dE[1] * pitch_rate
-    w = att.E @ eta_d
-    alpha = att.E @ eta_dd + E_dot @ eta_d
-    a_g = qdd[0:3] - gravity_enu_m_s2
-    f = att.R.T @ a_g + _cross(alpha, r) + _cross(w, _cross(w, r))
-    # d f / d w and d f / d alpha (alpha x r = -[r]x alpha)
-    df_dw = np.outer(w, r) + (w @ r) * np.eye(3) - 2.0 * np.outer(r, w)
-    df_dalpha = -_skew(r)
+    E_dot = dE[0] * rate + dE[1] * pitch_rate
+    w = mv(E, eta_d)
+    alpha = mv(E, eta_dd) + mv(E_dot, eta_d)
+    a_g = qdd[0:3] - gravity
+    f = mtv(R, a_g) + cross(alpha, r) + cross(w, cross(w, r))
+    # d f / d w = w r^T + (w . r) I - 2 r w^T, and d f / d alpha = -[r]x (alpha x r)
+    df_dw = np.empty((3, 3))
+    wr = w[0] * r[0] + w[1] * r[1] + w[2] * r[2]
+    for i in range(3):
+        for j in range(3):
+            df_dw[i, j] = w[i] * r[j] - 2.0 * r[i] * w[j] + (wr if i == j else 0.0)
+    df_dalpha = -skew(r)
     H = np.zeros((3, 3 * N))
-    # accelerations
-    H[:, 2 * N : 2 * N + 3] = St @ att.R.T
-    H[:, 2 * N + 3 : 2 * N + 6] = St @ df_dalpha @ att.E
+    H[:, 2 * N : 2 * N + 3] = mm(St, R.T)
+    H[:, 2 * N + 3 : 2 * N + 6] = mm(St, mm(df_dalpha, E))
     # velocities: w = E eta_dot; alpha depends on eta_dot through E_dot eta_dot
     dalpha_deta_d = E_dot.copy()
-    dalpha_deta_d[:, 0] += att.dE[0] @ eta_d
-    dalpha_deta_d[:, 1] += att.dE[1] @ eta_d
-    H[:, N + 3 : N + 6] = St @ (df_dw @ att.E + df_dalpha @ dalpha_deta_d)
-    # positions: R^T in every angle, E and E_dot in roll and pitch
-    d2E = {(0, 0): att.d2E[0], (0, 1): att.d2E[1], (1, 0): att.d2E[1], (1, 1): att.d2E[2]}
+    dalpha_deta_d[:, 0] += mv(dE[0], eta_d)
+    dalpha_deta_d[:, 1] += mv(dE[1], eta_d)
+    H[:, N + 3 : N + 6] = mm(St, mm(df_dw, E) + mm(df_dalpha, dalpha_deta_d))
+    # positions: R^T in every angle, E and E_dot in roll and pitch (d2E: rr, rp, pp)
     for k in range(3):
-        col = att.dR[k].T @ a_g
+        col = mtv(dR[k], a_g)
         if k < 2:
-            dw = att.dE[k] @ eta_d
-            dalpha = att.dE[k] @ eta_dd + (d2E[(k, 0)] * rate + d2E[(k, 1)] * pitch_rate) @ eta_d
-            col = col + df_dw @ dw + df_dalpha @ dalpha
-        H[:, 3 + k] = St @ col
-    return St @ f, H
+            dw = mv(dE[k], eta_d)
+            d2_r = d2E[0] if k == 0 else d2E[1]
+            d2_p = d2E[1] if k == 0 else d2E[2]
+            dalpha = mv(dE[k], eta_dd) + mv(d2_r * rate + d2_p * pitch_rate, eta_d)
+            col = col + mv(df_dw, dw) + mv(df_dalpha, dalpha)
+        H[:, 3 + k] = mv(St, col)
+    return mv(St, f), H
 
 
 def wheel_angles(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
