@@ -128,6 +128,7 @@ class VehicleErrorEKF:
         self.n_force_resets = 0
         self.n_relocks = 0
         self._steps_since_transition = 0
+        self._M = None  # mass matrix of the last linearisation
         self._A = self._B = np.zeros((N, N))  # -M^-1 K, -M^-1 C at the last step  # force corrections dropped because the model step failed with them
 
     # ----- life cycle ---------------------------------------------------------------------------------
@@ -167,7 +168,7 @@ class VehicleErrorEKF:
     def _transition(self) -> np.ndarray:
         """The model's error transition over one step (:func:`trapezoidal_transition`) at the current state."""
         solver = self.vehicle.solver
-        M = self.vehicle.mass_matrix(solver.q)
+        M = self._M = self.vehicle.mass_matrix(solver.q)
         AB = -np.linalg.solve(M, np.hstack([solver.K, solver.C]))
         self._A, self._B = AB[:, :N], AB[:, N:]
         return trapezoidal_transition(M, solver.K, solver.C, self.dt, acceleration_input=True)
@@ -295,7 +296,8 @@ class VehicleErrorEKF:
         """The force correction grows by the generalised force of the unexplained acceleration, M a, on the
         feedback coordinates; the chassis part of that increment can go into the tire deflections."""
         v = self.vehicle
-        dQ = (v.mass_matrix(v.solver.q) @ a) * self._feedback_mask
+        M = self._M if self._M is not None else v.mass_matrix(v.solver.q)  # from the last linearisation (<= 20 ms)
+        dQ = (M @ a) * self._feedback_mask
         if not np.all(np.isfinite(dQ)):
             return
         if self.settings.tire_redistribution:
