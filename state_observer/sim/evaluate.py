@@ -141,9 +141,10 @@ def wrong_model(desc, model: str = "reduced", kinematics=None):
 
 
 def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: int, observer_settings=None, kinematics=None,
-              timing: dict | None = None, spi=None, model: str = "reduced"):
+              timing: dict | None = None, spi=None, model: str = "reduced", filter_class=None):
     """Open loop (``observer_settings`` None) or the observer on the wrong model: ``model`` reduced (the
-    14-DOF model with the errorEKF-FE, plus the SPI parameter filter when ``spi`` is given) or detailed
+    14-DOF model with the errorEKF-FE, plus the SPI parameter filter when ``spi`` is given, or any filter
+    class with the same API as ``filter_class(vehicle, mounts, settings)``) or detailed
     (:class:`DetailedErrorEKF`); one Estimate per step.
     ``timing`` receives ``loop_s``, the wall time of the stepping loop (model set-up excluded)."""
     from ..estimation.errorekf import DetailedErrorEKF, VehicleErrorEKF
@@ -153,6 +154,8 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
     mounts = mounts_from_vehicle(desc)
     if observer_settings is None:
         filt = None
+    elif filter_class is not None:
+        filt = filter_class(vehicle, mounts, observer_settings)
     elif model == "detailed":
         filt = DetailedErrorEKF(vehicle, mounts, observer_settings)
     elif spi is not None:
