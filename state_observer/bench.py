@@ -106,7 +106,7 @@ def detailed_vehicle_benchmarks(sim_seconds: float, repeats: int) -> dict:
 
 
 def observer_benchmarks(sim_seconds: float, repeats: int) -> dict:
-    """errorEKF-FE and SPI on the 14-DOF model and the errorEKF on the detailed model (dt = 4 ms) over
+    """errorEKF-FE, SPI, DEKF and UKF on the 14-DOF model and the errorEKF on the detailed model (dt = 4 ms) over
     synthesised circle_mu08 measurements: model step, covariance propagation, every measurement update and
     the feedback (truth simulation not timed; SPI's parameter updates from the first step on)."""
     from state_observer.estimation.errorekf import ErrorEkfSettings, detailed_settings
@@ -127,15 +127,20 @@ def observer_benchmarks(sim_seconds: float, repeats: int) -> dict:
     steps = len(truths) - 1
     evaluate.run_model(desc, manoeuvre, samples, config, 10, ErrorEkfSettings(), kinematics)  # warm-up
     out = {}
-    configurations = (("errorekf_fe_reduced_rtf_4ms", ErrorEkfSettings(), None, "reduced"),
-                      ("spi_reduced_rtf_4ms", ErrorEkfSettings(), SpiSettings(start_after_s=0.0), "reduced"),
-                      ("errorekf_detailed_rtf_4ms", detailed_settings(), None, "detailed"))
-    for key, settings, spi, model in configurations:
+    from state_observer.estimation.vehicle_filters import VehicleDEKF, VehicleUKF, dekf_settings, ukf_settings
+
+    ukf_steps = min(steps, 500)  # 57 model steps per step: 2 s are enough to time it
+    configurations = (("errorekf_fe_reduced_rtf_4ms", ErrorEkfSettings(), None, "reduced", None, steps),
+                      ("spi_reduced_rtf_4ms", ErrorEkfSettings(), SpiSettings(start_after_s=0.0), "reduced", None, steps),
+                      ("errorekf_detailed_rtf_4ms", detailed_settings(), None, "detailed", None, steps),
+                      ("dekf_reduced_rtf_4ms", dekf_settings(), None, "reduced", VehicleDEKF, steps),
+                      ("ukf_reduced_rtf_4ms", ukf_settings(), None, "reduced", VehicleUKF, ukf_steps))
+    for key, settings, spi, model, cls, n in configurations:
         rtfs = []
-        for _ in range(repeats):
+        for _ in range(repeats if n == steps else 1):
             timing: dict = {}
-            evaluate.run_model(desc, manoeuvre, samples, config, steps, settings, kinematics, timing, spi=spi, model=model)
-            rtfs.append(steps * 0.004 / timing["loop_s"])
+            evaluate.run_model(desc, manoeuvre, samples, config, n, settings, kinematics, timing, spi=spi, model=model, filter_class=cls)
+            rtfs.append(n * 0.004 / timing["loop_s"])
         out[key] = round(statistics.median(rtfs), 2)
     return out
 
