@@ -40,10 +40,6 @@ N = models.N
 SENSORS = ("gnss_fix", "gnss_velocity", "gyroscope", "accelerometer", "wheel_rates", "wheel_angles", "suspension_travel")
 
 
-def _per_coordinate(chassis_xyz, chassis_angles, travel, spin) -> np.ndarray:
-    return np.concatenate([np.full(3, chassis_xyz), np.full(3, chassis_angles), np.full(4, travel), np.full(4, spin)])
-
-
 @dataclass
 class ErrorEkfSettings:
     """Tuning of the vehicle errorEKF(-FE).  Plant-noise intensities per coordinate
@@ -97,7 +93,74 @@ def trapezoidal_transition(M: np.ndarray, K: np.ndarray, C: np.ndarray, h: float
     return F
 
 
-class VehicleErrorEKF:
+class SensorBookkeeping:
+    """What every vehicle filter shares around its updates: gate, per-sensor statistics, divergence flag,
+    and the GNSS re-acquisition (a fix rejected for longer than ``reacquire_after_s`` moves the position
+    to the fix and widens its covariance instead of being rejected for ever).  Subclasses provide
+    ``vehicle``, ``settings``, ``P`` and :meth:`_shift_position`."""
+
+    def _init_bookkeeping(self, settings: ErrorEkfSettings) -> None:
+        self.gate = GateCache(settings.gate_probability)
+        self.stats = {name: SensorStatistics() for name in SENSORS}
+        self.diverged = False
+        self._rejected_since: float | None = None
+        self.n_resets = 0  # GNSS re-acquisitions
+        self.n_relocks = 0  # sensors trusted again after persistent rejections
+
+    @property
+    def t(self) -> float:
+        return self.vehicle.solver.t
+
+    def position_sigma_m(self) -> np.ndarray:
+        return np.sqrt(np.diag(self.P)[:3])
+
+    def _shift_position(self, offset_m: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _after_gnss_fix(self, accepted: bool, antenna_enu_m: np.ndarray, predicted, covariance_m2: np.ndarray) -> bool:
+        """Re-acquisition bookkeeping after a fix was offered; ``predicted()`` gives the model's antenna
+        position, evaluated only when re-acquiring.  Returns ``accepted``."""
+        if accepted or not np.all(np.isfinite(antenna_enu_m)):
+            self._rejected_since = None
+            return accepted
+        if self._rejected_since is None:
+            self._rejected_since = self.t
+        elif self.t - self._rejected_since >= self.settings.reacquire_after_s:
+            self._shift_position(np.asarray(antenna_enu_m, float) - predicted())
+            self.P[:3, :] = 0.0
+            self.P[:, :3] = 0.0
+            self.P[:3, :3] = np.asarray(covariance_m2, float) + np.eye(3) * 1e-3
+            self._rejected_since = None
+            self.n_resets += 1
+        return False
+
+    def _gated_update(self, name: str, innovation: np.ndarray, H: np.ndarray, R: np.ndarray) -> bool:
+        """One gated block on (x, P).  A sensor rejected ``relock_after`` times in a row while its samples are
+        finite says the model, not the sensor, is wrong: the states it observes get their initial
+        covariance back and the block is applied ungated (counted in ``n_relocks``)."""
+        stats = self.stats[name]
+        gate = self.gate(len(innovation))
+        if stats.consecutive_rejections >= self.settings.relock_after and np.all(np.isfinite(innovation)):
+            s = self.settings
+            observed = np.flatnonzero(np.any(H != 0.0, axis=0))
+            sig = np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma, s.initial_acceleration_sigma])
+            self.P[observed, observed] += np.square(sig[observed])
+            gate = math.inf
+            self.n_relocks += 1
+        return sequential_update(self.x, self.P, innovation, H, R, gate, stats)
+
+    def _check_divergence(self, state: np.ndarray) -> None:
+        """Flag divergence: a sensor's recent mean NIS above ``divergence_nis_factor`` times its dimension,
+        or a non-finite covariance or ``state``."""
+        s = self.settings
+        for st in self.stats.values():
+            if st.accepted > 50 and st.dof and st.nis_mean_recent > s.divergence_nis_factor * st.dof:
+                self.diverged = True
+        if not (np.all(np.isfinite(self.P)) and np.all(np.isfinite(state))):
+            self.diverged = True
+
+
+class VehicleErrorEKF(SensorBookkeeping):
     """errorEKF(-FE) on a :class:`state_observer.vehicle.reduced.ReducedVehicle` (module docstring).
 
     Per model step: :meth:`predict` (inputs, model step, covariance), any number of ``update_*`` calls
@@ -118,18 +181,14 @@ class VehicleErrorEKF:
         else:
             self.plant = white_acceleration_covariance(s.plant_sigma2, dt)
             self.F = np.block([[np.eye(N), dt * np.eye(N)], [np.zeros((N, N)), np.eye(N)]])
-        self.gate = GateCache(s.gate_probability)
+        self._init_bookkeeping(s)
         self._feedback_mask = np.zeros(N)
         self._feedback_mask[list(s.force_feedback_coordinates)] = 1.0
-        self.stats = {name: SensorStatistics() for name in SENSORS}
-        self.diverged = False
-        self._rejected_since: float | None = None
-        self.n_resets = 0  # GNSS re-acquisitions
-        self.n_force_resets = 0
-        self.n_relocks = 0
+        self.n_force_resets = 0  # force corrections dropped because the model step failed with them
+        self._relinearise = s.force_estimation  # the transition follows the model (else constant F)
         self._steps_since_transition = 0
         self._M = None  # mass matrix of the last linearisation
-        self._A = self._B = np.zeros((N, N))  # -M^-1 K, -M^-1 C at the last step  # force corrections dropped because the model step failed with them
+        self._A = self._B = np.zeros((N, N))  # -M^-1 K, -M^-1 C at the last step
 
     # ----- life cycle ---------------------------------------------------------------------------------
     def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:
@@ -138,10 +197,6 @@ class VehicleErrorEKF:
         sig = np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma, s.initial_acceleration_sigma])
         self.P[:] = np.diag(np.square(sig[: self.levels * N]))
         self.x[:] = 0.0
-
-    @property
-    def t(self) -> float:
-        return self.vehicle.solver.t
 
     def predict(self) -> bool:
         """Advance the model one step (inputs already set on the vehicle) and propagate P."""
@@ -152,12 +207,11 @@ class VehicleErrorEKF:
             # widen the acceleration errors and retry the step (a failed step leaves the model unchanged)
             v.force_correction[:] = 0.0
             self.n_force_resets += 1
-            if self.levels == 3:
-                self.P[2 * N :, 2 * N :] += np.diag(np.square(self.settings.initial_acceleration_sigma))
+            self.P[2 * N :, 2 * N :] += np.diag(np.square(self.settings.initial_acceleration_sigma))
             result = v.step()
         if not result.success:
             return False
-        if self.settings.force_estimation:
+        if self._relinearise:
             if self._steps_since_transition == 0:
                 self.F = self._transition()
             self._steps_since_transition = (self._steps_since_transition + 1) % self.settings.transition_every_steps
@@ -179,9 +233,7 @@ class VehicleErrorEKF:
         return s.q, s.qd, s.qdd
 
     def _apply(self, name: str, y: np.ndarray, h: np.ndarray, H: np.ndarray, R: np.ndarray) -> bool:
-        """One gated block.  A sensor rejected ``relock_after`` times in a row while its samples are finite
-        says the model, not the sensor, is wrong: the states it observes get their initial covariance
-        back and the block is applied ungated (counted in ``n_relocks``)."""
+        """One gated block (:meth:`_gated_update`) with H mapped onto the error state."""
         if name not in self.settings.enabled_sensors:
             return False
         if self.levels == 3:
@@ -194,16 +246,7 @@ class VehicleErrorEKF:
                 H[:, N : 2 * N] += H_acc @ self._B
         else:
             H = H[:, : 2 * N]
-        innovation = np.asarray(y, float) - h - H @ self.x
-        stats = self.stats[name]
-        gate = self.gate(len(y))
-        if stats.consecutive_rejections >= self.settings.relock_after and np.all(np.isfinite(innovation)):
-            observed = np.flatnonzero(np.any(H != 0.0, axis=0))
-            sig = np.concatenate([self.settings.initial_position_sigma, self.settings.initial_velocity_sigma, self.settings.initial_acceleration_sigma])
-            self.P[observed, observed] += np.square(sig[observed])
-            gate = math.inf
-            self.n_relocks += 1
-        return sequential_update(self.x, self.P, innovation, H, R, gate, stats)
+        return self._gated_update(name, np.asarray(y, float) - h - H @ self.x, H, R)
 
     def update_gnss_fix(self, antenna_enu_m: np.ndarray, covariance_m2: np.ndarray, age_s: float = 0.0) -> bool:
         """GNSS antenna position in the local ENU frame (m) with its covariance (3, 3), measured ``age_s``
@@ -214,23 +257,10 @@ class VehicleErrorEKF:
         if age_s:
             h = h - age_s * self._h_gnss_velocity()[0]
         accepted = self._apply("gnss_fix", antenna_enu_m, h, H, covariance_m2)
-        if accepted or not np.all(np.isfinite(antenna_enu_m)):
-            self._rejected_since = None
-            return accepted
-        if self._rejected_since is None:
-            self._rejected_since = self.t
-        elif self.t - self._rejected_since >= self.settings.reacquire_after_s:
-            self._reacquire(antenna_enu_m - h, covariance_m2)
-        return False
+        return self._after_gnss_fix(accepted, antenna_enu_m, lambda: h, covariance_m2)
 
-    def _reacquire(self, offset_m: np.ndarray, covariance_m2: np.ndarray) -> None:
-        """Move the model to the fixes and widen the position covariance (after persistent rejections)."""
+    def _shift_position(self, offset_m: np.ndarray) -> None:
         self._correct_state(np.concatenate([offset_m, np.zeros(N - 3)]), np.zeros(N))
-        self.P[:3, :] = 0.0
-        self.P[:, :3] = 0.0
-        self.P[:3, :3] = covariance_m2 + np.eye(3) * 1e-3
-        self._rejected_since = None
-        self.n_resets += 1
 
     def update_gnss_velocity(self, velocity_enu_m_s: np.ndarray, covariance: np.ndarray) -> bool:
         h, H = self._h_gnss_velocity()
@@ -290,7 +320,7 @@ class VehicleErrorEKF:
             solver.qdd = solver.qdd + self._A @ dz + self._B @ dzd + a
             self._force_feedback(a)
         x[:] = 0.0
-        self._check_divergence()
+        self._check_divergence(self.vehicle.solver.q)
 
     def _force_feedback(self, a: np.ndarray) -> None:
         """The force correction grows by the generalised force of the unexplained acceleration, M a, on the
@@ -339,19 +369,6 @@ class VehicleErrorEKF:
             carried[10 + c] += Qw[7]
         return carried
 
-    def _check_divergence(self) -> None:
-        s = self.settings
-        for st in self.stats.values():
-            if st.accepted > 50 and st.dof and st.nis_mean_recent > s.divergence_nis_factor * st.dof:
-                self.diverged = True
-        if not (np.all(np.isfinite(self.P)) and np.all(np.isfinite(self.vehicle.solver.q))):
-            self.diverged = True
-
-    def position_sigma_m(self) -> np.ndarray:
-        return np.sqrt(np.diag(self.P)[:3])
-
-
-
 
 class DetailedErrorEKF(VehicleErrorEKF):
     """errorEKF (Sanjurjo 2016 §3.4.6) on the detailed vehicle (82 natural coordinates, 68 constraints).
@@ -378,6 +395,7 @@ class DetailedErrorEKF(VehicleErrorEKF):
         self.sensors = models.NaturalChassisSensors(model, spins=[f"th_{w}" for w in WHEELS])
         self._heights = model.indices([f"C_{w}.z" for w in WHEELS])
         self.position_tolerance_m = 1e-6  # constraint violation above which the feedback solves the position problem
+        self._relinearise = True
         self._spins = model.indices([f"th_{w}" for w in WHEELS])
         self._R, self._R_at = None, None
 
@@ -409,18 +427,11 @@ class DetailedErrorEKF(VehicleErrorEKF):
             self._R, self._R_at = np.linalg.solve(A, rhs), key
         return self._R
 
-    def predict(self) -> bool:
-        result = self.vehicle.step()
-        if not result.success:
-            return False
-        if self._steps_since_transition == 0:
-            solver, R = self.vehicle.solver, self.velocity_transform()
-            self.F = trapezoidal_transition(R.T @ self.vehicle.model.mass @ R, R.T @ solver.K @ R, R.T @ solver.C @ R, self.dt,
-                                            acceleration_input=False)
-        self._steps_since_transition = (self._steps_since_transition + 1) % self.settings.transition_every_steps
-        self.P[:] = self.F @ self.P @ self.F.T + self.plant
-        self.x[:] = 0.0
-        return True
+    def _transition(self) -> np.ndarray:
+        """The trapezoidal transition of the model projected on the error coordinates."""
+        solver, R = self.vehicle.solver, self.velocity_transform()
+        return trapezoidal_transition(R.T @ self.vehicle.model.mass @ R, R.T @ solver.K @ R, R.T @ solver.C @ R, self.dt,
+                                      acceleration_input=False)
 
     def _mapped(self, h, Hq, Hqd):
         R = self.velocity_transform()

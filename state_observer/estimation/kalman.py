@@ -32,6 +32,23 @@ class SensorStatistics:
     last_nis: float = float("nan")
     last_innovation: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
+    def reject(self, innovation: np.ndarray | None = None, nis: float | None = None) -> bool:
+        """Count a rejected block (with its NIS when it was computed); returns False."""
+        if nis is not None:
+            self.dof, self.last_nis, self.last_innovation = len(innovation), nis, innovation
+        self.rejected += 1
+        self.consecutive_rejections += 1
+        return False
+
+    def accept(self, innovation: np.ndarray, nis: float) -> bool:
+        """Count an applied block and its NIS; returns True."""
+        self.dof, self.last_nis, self.last_innovation = len(innovation), nis, innovation
+        self.accepted += 1
+        self.consecutive_rejections = 0
+        self.nis_sum += nis
+        self.nis_mean_recent = nis if math.isnan(self.nis_mean_recent) else 0.98 * self.nis_mean_recent + 0.02 * nis
+        return True
+
     @property
     def nis_mean(self) -> float:
         """Mean NIS of the accepted updates (expect ~ dof for a consistent filter)."""
@@ -67,17 +84,8 @@ def sequential_update(x: np.ndarray, P: np.ndarray, innovation: np.ndarray, H: n
     nis = _joseph_update(x, P, np.ascontiguousarray(innovation, dtype=float), np.ascontiguousarray(H, dtype=float),
                          np.ascontiguousarray(R, dtype=float), float(gate))
     if nis < 0.0:  # -1: not finite or S not positive definite; -2 - NIS: failed the gate
-        if nis < -1.5:
-            stats.dof, stats.last_nis, stats.last_innovation = len(innovation), -2.0 - nis, innovation
-        stats.rejected += 1
-        stats.consecutive_rejections += 1
-        return False
-    stats.dof, stats.last_nis, stats.last_innovation = len(innovation), nis, innovation
-    stats.accepted += 1
-    stats.consecutive_rejections = 0
-    stats.nis_sum += nis
-    stats.nis_mean_recent = nis if math.isnan(stats.nis_mean_recent) else 0.98 * stats.nis_mean_recent + 0.02 * nis
-    return True
+        return stats.reject(innovation, -2.0 - nis) if nis < -1.5 else stats.reject()
+    return stats.accept(innovation, nis)
 
 
 @njit(cache=True)

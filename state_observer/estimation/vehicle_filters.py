@@ -50,8 +50,8 @@ import math
 import numpy as np
 
 from ..sensors import models
-from .errorekf import SENSORS, ErrorEkfSettings
-from .kalman import GateCache, SensorStatistics, sequential_update, white_acceleration_covariance
+from .errorekf import ErrorEkfSettings, SensorBookkeeping
+from .kalman import white_acceleration_covariance
 
 N = models.N
 
@@ -102,7 +102,7 @@ def ukf_settings() -> ErrorEkfSettings:
     return _settings(("gnss_fix", "gnss_velocity", "gyroscope", "accelerometer", "wheel_rates"), 0.01, False)
 
 
-class _StateFilter:
+class _StateFilter(SensorBookkeeping):
     """What the DEKF and the UKF share: state [z, z_dot], life cycle, sensor blocks, feedback."""
 
     def __init__(self, vehicle, mounts, settings: ErrorEkfSettings | None, default, accelerometer_model_sigma: float = 0.0):
@@ -118,12 +118,7 @@ class _StateFilter:
         self.P = np.zeros((2 * N, 2 * N))
         self.plant = white_acceleration_covariance(s.plant_sigma2, self.dt)
         self.F = np.block([[np.eye(N), self.dt * np.eye(N)], [np.zeros((N, N)), np.eye(N)]])
-        self.gate = GateCache(s.gate_probability)
-        self.stats = {name: SensorStatistics() for name in SENSORS}
-        self.diverged = False
-        self._rejected_since: float | None = None
-        self.n_resets = 0  # GNSS re-acquisitions
-        self.n_relocks = 0
+        self._init_bookkeeping(s)
         # uncertainty (m/s^2) of the model's acceleration, added to the accelerometer's noise: z_ddot is not
         # a state, so its error (mass, friction) would otherwise be read as a tilt of g
         if not accelerometer_model_sigma >= 0.0:
@@ -140,28 +135,16 @@ class _StateFilter:
         self._rejected_since = None
         self.diverged = False
 
-    @property
-    def t(self) -> float:
-        return self.vehicle.solver.t
-
     def correct(self) -> None:
         """Write the estimate into the model."""
         solver = self.vehicle.solver
         if np.all(np.isfinite(self.x)):
             solver.q = self.x[:N].copy()
             solver.qd = self.x[N:].copy()
-        self._check_divergence()
+        self._check_divergence(self.x)
 
-    def _check_divergence(self) -> None:
-        s = self.settings
-        for st in self.stats.values():
-            if st.accepted > 50 and st.dof and st.nis_mean_recent > s.divergence_nis_factor * st.dof:
-                self.diverged = True
-        if not (np.all(np.isfinite(self.P)) and np.all(np.isfinite(self.x))):
-            self.diverged = True
-
-    def position_sigma_m(self) -> np.ndarray:
-        return np.sqrt(np.diag(self.P)[:3])
+    def _shift_position(self, offset_m: np.ndarray) -> None:
+        self.x[:3] += offset_m
 
     # ----- sensor models as functions of (q, qd, qdd) -> (h, H over [z, z_dot, z_ddot]) -----------------
     def _gnss_position(self, age_s: float):
@@ -203,20 +186,7 @@ class _StateFilter:
         y = np.asarray(antenna_enu_m, float)
         model = self._gnss_position(age_s)
         accepted = self._apply("gnss_fix", y, np.asarray(covariance_m2, float), model)
-        if accepted or not np.all(np.isfinite(y)):
-            self._rejected_since = None
-            return accepted
-        if self._rejected_since is None:
-            self._rejected_since = self.t
-        elif self.t - self._rejected_since >= self.settings.reacquire_after_s:
-            h = model(self.x[:N], self.x[N:], self.vehicle.solver.qdd)[0]
-            self.x[:3] += y - h
-            self.P[:3, :] = 0.0
-            self.P[:, :3] = 0.0
-            self.P[:3, :3] = np.asarray(covariance_m2, float) + np.eye(3) * 1e-3
-            self._rejected_since = None
-            self.n_resets += 1
-        return False
+        return self._after_gnss_fix(accepted, y, lambda: model(self.x[:N], self.x[N:], self.vehicle.solver.qdd)[0], covariance_m2)
 
     def update_gnss_velocity(self, velocity_enu_m_s: np.ndarray, covariance: np.ndarray) -> bool:
         return self._apply("gnss_velocity", np.asarray(velocity_enu_m_s, float), np.asarray(covariance, float), self._gnss_velocity)
@@ -254,23 +224,11 @@ class VehicleDEKF(_StateFilter):
         return True
 
     def _apply(self, name: str, y: np.ndarray, R: np.ndarray, model) -> bool:
-        """One gated block at the current estimate; a sensor rejected ``relock_after`` times in a row with
-        finite samples gets the initial covariance back on the states it observes and is applied ungated
-        (as in the errorEKF)."""
+        """One gated block at the current estimate (:meth:`SensorBookkeeping._gated_update`, as in the errorEKF)."""
         if name not in self.settings.enabled_sensors:
             return False
         h, H = model(self.x[:N], self.x[N:], self.vehicle.solver.qdd)
-        H = H[:, : 2 * N]
-        innovation = y - h
-        stats = self.stats[name]
-        gate = self.gate(len(y))
-        if stats.consecutive_rejections >= self.settings.relock_after and np.all(np.isfinite(innovation)):
-            observed = np.flatnonzero(np.any(H != 0.0, axis=0))
-            sig = np.concatenate([self.settings.initial_position_sigma, self.settings.initial_velocity_sigma])
-            self.P[observed, observed] += np.square(sig[observed])
-            gate = math.inf
-            self.n_relocks += 1
-        return sequential_update(self.x, self.P, innovation, H, R, gate, stats)
+        return self._gated_update(name, y - h, H[:, : 2 * N], R)
 
 
 class VehicleUKF(_StateFilter):
@@ -372,16 +330,10 @@ class VehicleUKF(_StateFilter):
         if name not in self.settings.enabled_sensors:
             return False
         stats = self.stats[name]
-
-        def reject() -> bool:
-            stats.rejected += 1
-            stats.consecutive_rejections += 1
-            return False
-
         X, Qdd = self._X, self._Qdd
         Y = np.column_stack([model(X[:N, i], X[N:, i], Qdd[:, i])[0] for i in range(X.shape[1])])
         if not (np.all(np.isfinite(Y)) and np.all(np.isfinite(y)) and np.all(np.isfinite(R))):
-            return reject()
+            return stats.reject()
         dY = Y - (Y @ self.Wm)[:, None]
         y_hat = Y @ self.Wm + dY @ self._g
         GdYt = self._G @ dY.T
@@ -391,14 +343,11 @@ class VehicleUKF(_StateFilter):
             np.linalg.cholesky(S)
             S_inv = np.linalg.inv(S)
         except np.linalg.LinAlgError:
-            return reject()
+            return stats.reject()
         innovation = y - y_hat
         nis = float(innovation @ S_inv @ innovation)
-        stats.dof = len(innovation)
-        stats.last_nis = nis
-        stats.last_innovation = innovation
         if not nis <= self.gate(len(y)):
-            return reject()
+            return stats.reject(innovation, nis)
         Pxy = self._dX @ GdYt
         K = Pxy @ S_inv
         self.x += K @ innovation
@@ -406,11 +355,7 @@ class VehicleUKF(_StateFilter):
         self.P[:] = 0.5 * (P + P.T)
         self._g += GdYt @ (S_inv @ innovation)
         self._G -= GdYt @ S_inv @ GdYt.T
-        stats.accepted += 1
-        stats.consecutive_rejections = 0
-        stats.nis_sum += nis
-        stats.nis_mean_recent = nis if math.isnan(stats.nis_mean_recent) else 0.98 * stats.nis_mean_recent + 0.02 * nis
-        return True
+        return stats.accept(innovation, nis)
 
     def correct(self) -> None:
         """Set the model to the mean, with the conditional mean of the sigma points' accelerations."""
