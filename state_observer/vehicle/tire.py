@@ -284,10 +284,10 @@ class TireOutput(NamedTuple):
     drolling_torque_dfz: np.ndarray
 
 
-def tire_forces(p: TireParameters, mu: ArrayLike, compression_m: np.ndarray,
-                compression_rate_m_s: np.ndarray, vx_m_s: np.ndarray, vy_m_s: np.ndarray,
-                omega_rad_s: np.ndarray, state: TireState, dt_s: float, *,
-                omega_eps_rad_s: float = ROLLING_OMEGA_EPS_RAD_S) -> TireOutput:
+def tire_forces_array(p: TireParameters, mu: ArrayLike, compression_m: np.ndarray,
+                      compression_rate_m_s: np.ndarray, vx_m_s: np.ndarray, vy_m_s: np.ndarray,
+                      omega_rad_s: np.ndarray, state: TireState, dt_s: float, *,
+                      omega_eps_rad_s: float = ROLLING_OMEGA_EPS_RAD_S) -> np.ndarray:
     """Tire forces, rolling torque, end-of-step deflections and their derivatives.
 
     Parameters
@@ -304,7 +304,8 @@ def tire_forces(p: TireParameters, mu: ArrayLike, compression_m: np.ndarray,
 
     Returns
     -------
-    TireOutput (equations in the module docstring).  Call it at every Newton iterate
+    (20, N) array, one row per :class:`TireOutput` field (equations in the module docstring;
+    :func:`tire_forces` gives the named tuple).  Call it at every Newton iterate
     with the same ``state`` and the iterate's end-of-step velocities (the ODE
     coefficients are frozen at those inputs); commit ``deflection_x_m`` and
     ``deflection_y_m`` as the next state only when the step is accepted.  Scalar
@@ -325,7 +326,16 @@ def tire_forces(p: TireParameters, mu: ArrayLike, compression_m: np.ndarray,
     out = np.empty((len(TireOutput._fields), n))
     tmeasy_into(p.rows, mu, compression_m, compression_rate_m_s, vx_m_s, vy_m_s, omega_rad_s,
                 state.deflection_x_m, state.deflection_y_m, dt_s, omega_eps_rad_s, out)
-    return TireOutput(*out)
+    return out
+
+
+def tire_forces(p: TireParameters, mu: ArrayLike, compression_m: np.ndarray,
+                compression_rate_m_s: np.ndarray, vx_m_s: np.ndarray, vy_m_s: np.ndarray,
+                omega_rad_s: np.ndarray, state: TireState, dt_s: float, *,
+                omega_eps_rad_s: float = ROLLING_OMEGA_EPS_RAD_S) -> TireOutput:
+    """:func:`tire_forces_array` as a :class:`TireOutput` (its fields are rows of that array)."""
+    return TireOutput(*tire_forces_array(p, mu, compression_m, compression_rate_m_s, vx_m_s, vy_m_s, omega_rad_s, state, dt_s,
+                                         omega_eps_rad_s=omega_eps_rad_s))
 
 
 @njit(cache=True)

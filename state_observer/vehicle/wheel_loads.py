@@ -28,7 +28,7 @@ from numba import njit
 
 from ..mbs.errors import ModelError
 from ..mbs.small_linalg import cross, dot, mtv
-from .tire import TireParameters, TireState, tire_forces
+from .tire import TireOutput, TireParameters, TireState, tire_forces_array
 
 
 @dataclass(frozen=True)
@@ -74,12 +74,14 @@ class Contact(NamedTuple):
 GEOMETRY_WIDTH = 19  # columns of a contact-geometry row: ex, ey, eu, n, cos_u, r_s, xi, xi_dot, P
 
 
-def road_contact(road, C: np.ndarray, Cd: np.ndarray, w: np.ndarray, unloaded_radius_m: np.ndarray) -> Contact:
-    """Contact geometry of wheels with centres C (4, 3), centre velocities Cd and unit axles w."""
+def road_contact_array(road, C: np.ndarray, Cd: np.ndarray, w: np.ndarray, unloaded_radius_m: np.ndarray) -> np.ndarray:
+    """Contact geometry of wheels with centres C (4, 3), centre velocities Cd and unit axles w: the
+    (4, GEOMETRY_WIDTH) rows of :class:`Contact` (``Contact.from_array`` gives the named views)."""
     surface = road.contact(C[:, :2])
     geo = np.empty((len(C), GEOMETRY_WIDTH))
     contact_into(C, Cd, w, unloaded_radius_m, surface.height_m, surface.normal, geo)
-    return Contact.from_array(geo)
+    return geo
+
 
 
 @njit(cache=True)
@@ -100,20 +102,20 @@ def contact_into(C, Cd, w, unloaded_radius_m, height_m, normal, geo):
         g[16:19] = C[i] - r_s * eu
 
 
-def wheel_loads(out, g: Contact, JP: np.ndarray, JC: np.ndarray, omega: np.ndarray, drive_n_m: np.ndarray,
+def wheel_loads(tire: np.ndarray, geo: np.ndarray, JP: np.ndarray, JC: np.ndarray, omega: np.ndarray, drive_n_m: np.ndarray,
                 brake_n_m: np.ndarray, brake_eps_rad_s, tangent: bool):
     """Generalised forces of the tire, brake, drive and rolling resistance on each wheel's columns
     (spin angle last), and their damping and stiffness blocks when ``tangent``.
 
-    out: TireOutput (or its (20, 4) array); JP (4, 3, k): velocity of the hub point at P; JC (4, 3, k):
+    tire: the (20, 4) tire output (:func:`.tire.tire_forces_array`); geo: the contact rows
+    (:func:`road_contact_array`); JP (4, 3, k): velocity of the hub point at P; JC (4, 3, k):
     of the wheel centre.  The wheel's material point at P moves with J = JP - r_s e_x on the spin column.
     Returns (Qw (4, k), Cw (4, k, k), Kw (4, k, k)); the blocks are None without ``tangent``.  The drive
     torque's reactions on the knuckle and the chassis are the caller's (they depend on the coordinates).
     """
-    geo = np.column_stack([g.ex, g.ey, g.eu, g.n, g.cos_u, g.r_s, g.xi, g.xi_dot, g.P])
     k = JP.shape[2]
     Qw, Cw, Kw = np.zeros((4, k)), np.zeros((4, k, k)), np.zeros((4, k, k))
-    wheel_loads_into(np.asarray(out, dtype=float), geo, np.ascontiguousarray(JP), np.ascontiguousarray(JC), omega,
+    wheel_loads_into(tire, geo, np.ascontiguousarray(JP), np.ascontiguousarray(JC), omega,
                      np.asarray(drive_n_m, float), np.asarray(brake_n_m, float), np.broadcast_to(np.asarray(brake_eps_rad_s, float), (4,)),
                      tangent, Qw, Cw, Kw)
     return (Qw, Cw, Kw) if tangent else (Qw, None, None)
@@ -256,7 +258,8 @@ class WheelLoads:
         C, w, E = X[:, 0:3], X[:, 3:6], X[:, 6:15].reshape(4, 3, 3)
         Cd = np.matmul(self.BC, qdc[:, :, None])[:, :, 0]
         w = w / np.sqrt(np.sum(w * w, axis=1))[:, None]
-        g = road_contact(self.road, C, Cd, w, self.R0)
+        geo = road_contact_array(self.road, C, Cd, w, self.R0)
+        g = Contact.from_array(geo)
         P = g.P
         # P as a knuckle-fixed point, P - C = sum_b c_b e_b; for a rigid knuckle E^-1 = G^-1 E^T
         c = np.matmul(self.Ginv, np.matmul(E, (P - C)[:, :, None]))[:, :, 0]
@@ -264,15 +267,15 @@ class WheelLoads:
         vP = np.matmul(BP, qdc[:, :, None])[:, :, 0]
         omega = qd[self.th]
         dt = max(t - self._t0, 1e-9)  # the deflections keep their state at the start of a step
-        out = tire_forces(self.tire, self.mu, g.xi, g.xi_dot, np.sum(g.ex * vP, axis=1), np.sum(g.ey * vP, axis=1), omega, self.state, dt)
-        self.last = out
-        self.contact = dict(C=C, Cd=Cd, w=w, E=E, geometry=g, P=P, BP=BP, omega=omega)
-        return out
+        tire = tire_forces_array(self.tire, self.mu, g.xi, g.xi_dot, np.sum(g.ex * vP, axis=1), np.sum(g.ey * vP, axis=1), omega, self.state, dt)
+        self.last = TireOutput(*tire)
+        self.contact = dict(C=C, Cd=Cd, w=w, E=E, geometry=g, P=P, BP=BP, omega=omega, arrays=(tire, geo))
+        return self.last
 
     def accumulate(self, q, qd, t, Q, K, C):
-        out = self.evaluate(q, qd, t)
+        self.evaluate(q, qd, t)
         g = self.contact
-        Qw, Cw, Kw = wheel_loads(out, g["geometry"], g["BP"], self.BC, g["omega"], self.drive_torque_n_m,
+        Qw, Cw, Kw = wheel_loads(*g["arrays"], g["BP"], self.BC, g["omega"], self.drive_torque_n_m,
                                  self.brake_torque_n_m, self.brake_spin_eps_rad_s, K is not None)
         Q[self.cols] += Qw  # the wheels' columns are disjoint
         # th is relative to the knuckle: a torque between wheel and knuckle (brake) does work on th only;
