@@ -9,6 +9,8 @@ from state_observer.estimation.errorekf import ErrorEkfSettings
 from state_observer.sensors.samples import GnssFix, ImuSample
 from state_observer.sim import evaluate as ev
 
+from harness import simulated_scenario
+
 DURATION_S = 20.0
 OUTAGE = True
 SKIP_S = 5.0
@@ -16,16 +18,7 @@ SKIP_S = 5.0
 
 @pytest.fixture(scope="module")
 def scenario():
-    from state_observer.paths import default_sensors_path, default_vehicle_path
-    from state_observer.sim.sensors import load_sensor_config
-    from state_observer.vehicle.description import load_vehicle
-
-    desc = load_vehicle(default_vehicle_path())
-    config = load_sensor_config(default_sensors_path())
-    manoeuvre = ev.SCENARIOS["circle_mu08"]()
-    manoeuvre.duration_s = DURATION_S
-    truths, samples = ev.simulate_truth(desc, config, manoeuvre, seed=3)
-    return desc, config, manoeuvre, truths, samples
+    return simulated_scenario("circle_mu08", DURATION_S, seed=3)
 
 
 def run(scenario, samples=None, settings=None):

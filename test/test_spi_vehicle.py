@@ -7,19 +7,12 @@ from state_observer.estimation.errorekf import ErrorEkfSettings
 from state_observer.estimation.spi import SpiSettings
 from state_observer.sim import evaluate as ev
 
+from harness import simulated_scenario
+
 
 @pytest.fixture(scope="module")
 def circle():
-    from state_observer.paths import default_sensors_path, default_vehicle_path
-    from state_observer.sim.sensors import load_sensor_config
-    from state_observer.vehicle.description import load_vehicle
-
-    desc = load_vehicle(default_vehicle_path())
-    config = load_sensor_config(default_sensors_path())
-    manoeuvre = ev.SCENARIOS["circle_mu08"]()
-    manoeuvre.duration_s = 50.0
-    truths, samples = ev.simulate_truth(desc, config, manoeuvre, seed=5)
-    return desc, config, manoeuvre, truths, samples
+    return simulated_scenario("circle_mu08", 50.0, seed=5)
 
 
 def test_mass_estimate_converges_towards_the_truth(circle):

@@ -11,6 +11,8 @@ from state_observer.estimation.vehicle_filters import N, VehicleDEKF, VehicleUKF
 from state_observer.sim import evaluate as ev
 from state_observer.sim.sensors import mounts_from_vehicle
 
+from harness import simulated_scenario
+
 DURATION_S = 12.0
 SKIP_S = 5.0
 UKF_S = 3.0  # 57 model steps per step: a few seconds only
@@ -18,16 +20,9 @@ UKF_S = 3.0  # 57 model steps per step: a few seconds only
 
 @pytest.fixture(scope="module")
 def scenario():
-    from state_observer.paths import default_sensors_path, default_vehicle_path
-    from state_observer.sim.sensors import load_sensor_config
-    from state_observer.vehicle.description import load_vehicle
     from state_observer.vehicle.kinematic_fit import fit_vehicle_kinematics
 
-    desc = load_vehicle(default_vehicle_path())
-    config = load_sensor_config(default_sensors_path())
-    manoeuvre = ev.SCENARIOS["circle_mu08"]()
-    manoeuvre.duration_s = DURATION_S
-    truths, samples = ev.simulate_truth(desc, config, manoeuvre, seed=3)
+    desc, config, manoeuvre, truths, samples = simulated_scenario("circle_mu08", DURATION_S, seed=3)
     return desc, config, manoeuvre, truths, samples, fit_vehicle_kinematics(desc)
 
 

@@ -121,37 +121,34 @@ class _Sensor:
         return h, np.hstack([hz, h_qd @ R])
 
 
-class CrankEncoder(_Sensor):
+class _CrankSensor(_Sensor):
+    """Sensor(s) reading crank-angle coordinates directly; E selects them from q."""
+
+    def __init__(self, model, angles: Sequence[str], sigma: float = SENSOR_SIGMA):
+        super().__init__(sigma)
+        self.idx = model.indices(list(angles))
+        self.dim, self.n = len(self.idx), model.n
+        self._E = np.zeros((self.dim, self.n))
+        self._E[np.arange(self.dim), self.idx] = 1.0
+
+
+class CrankEncoder(_CrankSensor):
     """Encoder(s) on the crank(s): h = theta (rad), h_z = I, h_zdot = 0 (eqs. 4.3, 4.5)."""
 
     name = "crank_encoder"
     angular = True
 
-    def __init__(self, model, angles: Sequence[str], sigma: float = SENSOR_SIGMA):
-        super().__init__(sigma)
-        self.idx = model.indices(list(angles))
-        self.dim, self.n = len(self.idx), model.n
-
     def jacobians(self, q, qd):
-        E = np.zeros((self.dim, self.n))
-        E[np.arange(self.dim), self.idx] = 1.0
-        return q[self.idx].copy(), E, np.zeros_like(E)
+        return q[self.idx].copy(), self._E.copy(), np.zeros_like(self._E)
 
 
-class CrankGyro(_Sensor):
+class CrankGyro(_CrankSensor):
     """Gyro(s) on the crank(s): h = theta_dot (rad/s), h_z = 0, h_zdot = I (eqs. 4.7, 4.9)."""
 
     name = "crank_gyro"
 
-    def __init__(self, model, angles: Sequence[str], sigma: float = SENSOR_SIGMA):
-        super().__init__(sigma)
-        self.idx = model.indices(list(angles))
-        self.dim, self.n = len(self.idx), model.n
-
     def jacobians(self, q, qd):
-        E = np.zeros((self.dim, self.n))
-        E[np.arange(self.dim), self.idx] = 1.0
-        return qd[self.idx].copy(), np.zeros_like(E), E
+        return qd[self.idx].copy(), np.zeros_like(self._E), self._E.copy()
 
 
 class CouplerGyro(_Sensor):
