@@ -63,6 +63,7 @@ from state_observer.sensors.samples import (
     SteeringSample,
     WheelSample,
 )
+from state_observer.sim.sensors import quaternion_to_matrix  # noqa: F401  (also part of this module's API)
 from state_observer.sim.truth import TruthSample
 
 if TYPE_CHECKING:
@@ -442,16 +443,6 @@ def msg_to_sample(kind: str, msg: Any, receive_ns: int) -> Any:
 
 
 # --- ground truth -> messages ----------------------------------------------------------
-
-def quaternion_to_matrix(wxyz: np.ndarray) -> np.ndarray:
-    """Rotation matrix (3, 3) of a quaternion (w, x, y, z); normalised first."""
-    w, x, y, z = np.asarray(wxyz, dtype=np.float64) / np.linalg.norm(wxyz)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
-
 
 class TruthFrames(NamedTuple):
     """Frame ids of the truth topics (REP-105)."""

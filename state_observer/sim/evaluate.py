@@ -24,7 +24,6 @@ from typing import Callable
 
 import numpy as np
 
-from ..sensors.geodesy import LocalENU
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
 from .manoeuvres import Manoeuvre, Path, friction_change, make_manoeuvre, steady_circle
 from .run import path_start, run
@@ -170,8 +169,7 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
     else:
         vehicle.start(speed_m_s=speed, yaw_rad=yaw, position_m=xy)
     vehicle.mu = MODEL_MU
-    datum = sensor_config.gnss_fix.datum
-    enu = LocalENU(datum.latitude_deg, datum.longitude_deg, datum.altitude_m)
+    enu = sensor_config.gnss_fix.datum.local_enu()
     gyro_sigma = float(sensor_config.imu.gyro_rad_s.sigma[0])
     accel_sigma = float(sensor_config.imu.accel_m_s2.sigma[0])
     rate_sigma = float(sensor_config.wheel_encoders.rate_rad_s.sigma[0])
@@ -259,12 +257,10 @@ def metrics(truths: list, estimates: list, skip_s: float = SKIP_S, mu_step_t_s: 
 
 def sensor_metrics(truths: list, samples: list, sensor_config, desc, skip_s: float = SKIP_S) -> dict:
     """The raw sensors as an 'estimate': GNSS fix position (antenna vs. true antenna) and gyroscope yaw rate."""
-    from .sensors import quaternion_to_matrix
-    from .sensors import mounts_from_vehicle
+    from .sensors import mounts_from_vehicle, quaternion_to_matrix
 
     mounts = mounts_from_vehicle(desc)
-    datum = sensor_config.gnss_fix.datum
-    enu = LocalENU(datum.latitude_deg, datum.longitude_deg, datum.altitude_m)
+    enu = sensor_config.gnss_fix.datum.local_enu()
     t_truth = np.array([x.t_s for x in truths])
     pos_err, yaw_err = [], []
     for s in samples:

@@ -134,6 +134,10 @@ class Datum:
     longitude_deg: float
     altitude_m: float
 
+    def local_enu(self) -> LocalENU:
+        """The local ENU frame at this datum."""
+        return LocalENU(self.latitude_deg, self.longitude_deg, self.altitude_m)
+
 
 @dataclass(frozen=True)
 class GnssFixConfig:
@@ -694,8 +698,7 @@ class SensorSynthesizer:
         self._imu_frame_id = config.imu.frame_id or mounts.imu_frame_id
         self._fix_frame_id = config.gnss_fix.frame_id or mounts.gnss_frame_id
         self._vel_frame_id = config.gnss_velocity.frame_id or mounts.gnss_frame_id
-        self._enu = LocalENU(config.gnss_fix.datum.latitude_deg, config.gnss_fix.datum.longitude_deg,
-                             config.gnss_fix.datum.altitude_m)
+        self._enu = config.gnss_fix.datum.local_enu()
         self._fix_cov = np.diag(np.square(config.gnss_fix.position_m.sigma))
         self._vel_cov = np.diag(np.square(config.gnss_velocity.velocity_m_s.sigma))
         counts = config.wheel_encoders.counts_per_revolution or mounts.encoder_counts_per_revolution
