@@ -80,6 +80,7 @@ class VehicleSPI:
             self._update_parameters()
 
     def _residual(self, theta: np.ndarray, rows=CHASSIS_ROWS) -> np.ndarray:
+        """r(theta) on ``rows`` at the current model state; leaves the model with the parameters theta."""
         v = self.vehicle
         solver = v.solver
         v.set_total_mass(theta[0])
@@ -126,7 +127,7 @@ class VehicleSPI:
         # the errorEKF-FE's force correction compensated the old parameters: re-derive it at the new ones,
         # so that the model still reproduces the estimated accelerations (no double counting)
         coords = list(self.filter.settings.force_feedback_coordinates)
-        correction = self._residual(self.theta, coords) if coords else np.zeros(0)
+        correction = self._residual(self.theta, coords)  # also sets the model's mass and mu to theta
         v._tire_out[:], v._geo[:] = tire_state
         v.force_correction[:] = 0.0
         v.force_correction[coords] = correction

@@ -25,9 +25,9 @@ from typing import Callable
 import numpy as np
 
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
+from ..vehicle.reduced_kernels import body_rate, euler_rotation
 from .manoeuvres import Manoeuvre, Path, friction_change, make_manoeuvre, steady_circle
 from .run import path_start, run
-from ..vehicle.reduced_kernels import body_rate, euler_rotation
 from .truth import TruthSample
 
 SKIP_S = 20.0
@@ -278,14 +278,22 @@ def sensor_metrics(truths: list, samples: list, sensor_config, desc, skip_s: flo
     return {"position_rmse_m": _rmse(np.array(pos_err)), "yaw_rate_rmse_dps": math.degrees(_rmse(np.array(yaw_err)))}
 
 
-CONFIGURATIONS = ("open_loop", "sensor", "errorekf_fe_reduced", "spi_reduced", "errorekf_detailed")
+def model_configurations() -> dict:
+    """The harness' model runs: name -> keyword arguments of :func:`run_model` (besides the ``sensor`` row)."""
+    from ..estimation.errorekf import ErrorEkfSettings, detailed_settings
+    from ..estimation.spi import SpiSettings
+
+    return {
+        "open_loop": dict(observer_settings=None),
+        "errorekf_fe_reduced": dict(observer_settings=ErrorEkfSettings()),
+        "spi_reduced": dict(observer_settings=ErrorEkfSettings(), spi=SpiSettings()),
+        "errorekf_detailed": dict(observer_settings=detailed_settings(), model="detailed"),
+    }
 
 
 def evaluate(scenarios=None, seed: int = 0, progress=print) -> dict:
     """{scenario: {configuration: metrics}} for the harness (module docstring).  A configuration whose
     model fails is reported with ``failed`` (the message) instead of metrics."""
-    from ..estimation.errorekf import ErrorEkfSettings, detailed_settings
-    from ..estimation.spi import SpiSettings
     from ..paths import default_sensors_path, default_vehicle_path
     from ..vehicle.description import load_vehicle
     from ..vehicle.kinematic_fit import fit_vehicle_kinematics
@@ -303,12 +311,10 @@ def evaluate(scenarios=None, seed: int = 0, progress=print) -> dict:
         truths, samples = simulate_truth(desc, config, manoeuvre, seed=seed)
         mu_step = MU_STEP_T_S if name == "mu_step" else None
         row = {"sensor": sensor_metrics(truths, samples, config, desc)}
-        for key, settings, spi, model in (("open_loop", None, None, "reduced"), ("errorekf_fe_reduced", ErrorEkfSettings(), None, "reduced"),
-                                          ("spi_reduced", ErrorEkfSettings(), SpiSettings(), "reduced"),
-                                          ("errorekf_detailed", detailed_settings(), None, "detailed")):
+        for key, options in model_configurations().items():
             progress(f"evaluate: {name}: {key} ...")
             try:
-                estimates, _ = run_model(desc, SCENARIOS[name](), samples, config, len(truths) - 1, settings, kinematics, spi=spi, model=model)
+                estimates, _ = run_model(desc, SCENARIOS[name](), samples, config, len(truths) - 1, kinematics=kinematics, **options)
                 row[key] = metrics(truths, estimates, mu_step_t_s=mu_step)
             except RuntimeError as exc:
                 row[key] = {"failed": str(exc)}
