@@ -32,7 +32,7 @@ from . import reduced_kernels as kern
 from .detailed import WHEELS, DetailedVehicle, quaternion_from_matrix
 from .kinematic_fit import fit_vehicle_kinematics, knuckle_rotation
 from .tire import TireOutput
-from .wheel_loads import GEOMETRY_WIDTH, Contact
+from .wheel_loads import GEOMETRY_WIDTH
 
 GRAVITY_M_S2 = 9.81
 UNSPRUNG_BODIES = ("knuckle", "lower_arm", "upper_arm", "tie_rod", "toe_link")
@@ -199,11 +199,6 @@ class ReducedVehicle:
     def last(self) -> TireOutput:
         """Tire output of the last evaluation (copies)."""
         return TireOutput(*self._tire_out.copy())
-
-    @property
-    def contact(self) -> Contact:
-        """Contact geometry of the last evaluation (copies)."""
-        return Contact.from_array(self._geo.copy())
 
     def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:
         d = self.detailed
