@@ -164,8 +164,29 @@ def linkage_filter_benchmarks(sim_seconds: float, repeats: int) -> dict:
     return out
 
 
+def road_benchmarks(sim_seconds: float, repeats: int) -> dict:
+    """Triangle-mesh road: build time of a 200 m x 200 m grid at 1 m and one contact query for four wheels."""
+    import numpy as np
+
+    from state_observer.vehicle.road import MeshRoad
+
+    start = time.perf_counter()
+    mesh = MeshRoad.grid((0.0, 200.0), (0.0, 200.0), 1.0, lambda x, y: 0.3 * np.sin(x / 4.0) + 0.2 * np.cos(y / 3.0) + 0.01 * x)
+    build_s = time.perf_counter() - start
+    xy = np.random.default_rng(0).uniform(1.0, 199.0, (4, 2))
+    mesh.contact(xy)
+    n, best = 2000, float("inf")
+    for _ in range(max(repeats, 1)):
+        start = time.perf_counter()
+        for _ in range(n):
+            mesh.contact(xy)
+        best = min(best, (time.perf_counter() - start) / n)
+    return {"mesh_road_build_ms_200m_1m": round(build_s * 1e3, 1), "mesh_road_contact_us_4_wheels": round(best * 1e6, 1)}
+
+
 BENCHMARKS: dict[str, Callable[[float, int], dict]] = {"linkages": linkage_benchmarks, "detailed_vehicle": detailed_vehicle_benchmarks,
-                                                       "observers": observer_benchmarks, "linkage_filters": linkage_filter_benchmarks}
+                                                       "observers": observer_benchmarks, "linkage_filters": linkage_filter_benchmarks,
+                                                       "road": road_benchmarks}
 
 
 def run(quick: bool = False) -> dict:

@@ -1,7 +1,6 @@
 """Road surfaces: flat plane, triangle mesh, its grid index (against brute force), files."""
 from __future__ import annotations
 
-import time
 import warnings
 from pathlib import Path
 
@@ -454,21 +453,3 @@ def test_example_car_park_loads():
     assert np.all((c.height_m > 11.0) & (c.height_m < 12.5))
     assert np.all(np.abs(c.gradient) < 0.1) and np.all(c.normal[:, 2] > 0.99)
 
-
-# ----- timing (printed, not asserted) ----------------------------------------------------
-def test_contact_timing_report(capsys):
-    t0 = time.perf_counter()
-    mesh = MeshRoad.grid((0.0, 200.0), (0.0, 200.0), 1.0, hilly)
-    build_s = time.perf_counter() - t0
-    xy = np.random.default_rng(0).uniform(1.0, 199.0, (4, 2))
-    mesh.contact(xy)
-    n, best = 2000, np.inf
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            mesh.contact(xy)
-        best = min(best, (time.perf_counter() - t0) / n)
-    with capsys.disabled():
-        print(f"\nroad: MeshRoad 200 m x 200 m at 1 m ({len(mesh.triangles)} triangles, "
-              f"<= {mesh.max_candidates} candidates per cell): build {build_s * 1e3:.0f} ms, "
-              f"contact() for N=4 {best * 1e6:.1f} us per call")
