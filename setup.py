@@ -18,6 +18,10 @@ HERE = Path(__file__).resolve().parent
 INSTALL_REQUIRES = ["numpy", "scipy", "numba", "pyyaml", "rosbags", "transforms3d", "matplotlib"]
 
 
+# Node executables (state_observer/ros/<node>.py, also installed by CMakeLists.txt).
+NODES = ("observer_node", "bag_player", "bag_recorder")
+
+
 class BuildPyWithShare(build_py):
     """Also copy msg/*.msg and config/ into state_observer/_share/ of the built package:
     the layout of a ROS install's share/state_observer/, where state_observer.paths looks
@@ -43,6 +47,10 @@ setup(
     packages=find_packages(include=["state_observer", "state_observer.*"]),
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
-    entry_points={"console_scripts": ["state-observer = state_observer.cli:main"]},
+    entry_points={"console_scripts": [
+        "state-observer = state_observer.cli:main",
+        # rclpy nodes (need a ROS 2 install; ``ros2 run`` uses the colcon build's copies)
+        *(f"{node} = state_observer.ros.{node}:main" for node in NODES),
+    ]},
     cmdclass={"build_py": BuildPyWithShare},
 )

@@ -117,6 +117,25 @@ TRUTH_MSGTYPES: dict[str, str] = {
 }
 TRUTH_TOPICS: dict[str, str] = {kind: f"/truth/{kind}" for kind in TRUTH_MSGTYPES}
 
+MARKER_ARRAY = "visualization_msgs/msg/MarkerArray"
+DIAGNOSTIC_ARRAY = "diagnostic_msgs/msg/DiagnosticArray"
+PATH = "nav_msgs/msg/Path"
+# What the observer publishes (ARCHITECTURE.md 4): kind -> message type, default topic. The
+# observer node, `state-observer process` (its output bag) and rviz/state_observer.rviz use these.
+OUTPUT_MSGTYPES: dict[str, str] = {
+    "odometry": ODOMETRY,
+    "tire_forces": TIRE_FORCES,
+    "parameters": VEHICLE_PARAMETERS,
+    "state": OBSERVER_STATE,
+    "path": PATH,
+    "markers": MARKER_ARRAY,
+    "diagnostics": DIAGNOSTIC_ARRAY,
+}
+OUTPUT_TOPICS: dict[str, str] = {
+    **{kind: f"/state_observer/{kind}" for kind in OUTPUT_MSGTYPES},
+    "diagnostics": "/diagnostics",
+}
+
 ODOM_FRAME = "odom"
 BASE_FRAME = "base_link"
 
