@@ -37,6 +37,13 @@ def _simulate(args: argparse.Namespace) -> int:
         start_time_s=args.start_time)
 
 
+def _process(args: argparse.Namespace) -> int:
+    from state_observer.process import process_command
+
+    return process_command(args.bag, args.out, params=args.params, vehicle=args.vehicle, observer=args.observer,
+                           force=args.force, report=not args.no_report)
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
@@ -130,6 +137,19 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--start-time", type=_start_time, default=1767225600.0, metavar="S",
                           help="time of the first sample, seconds since the Unix epoch (default: 2026-01-01T00:00:00Z)")
     simulate.set_defaults(func=_simulate)
+
+    process = commands.add_parser(
+        "process", help="run the observer on a rosbag2 offline (the node's code path, as fast as possible)",
+        description="Feed the sensor topics of BAG through the observer, as the observer node would, and write "
+                    "OUT/bag (everything the node publishes), CSV files, summary.json and report.html.")
+    process.add_argument("bag", metavar="BAG", help="rosbag2 directory (sqlite3 or mcap)")
+    process.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    process.add_argument("--params", metavar="FILE", help="node parameters file (default: config/observer.yaml)")
+    process.add_argument("--vehicle", metavar="FILE", help="vehicle YAML (overrides the parameter vehicle_file)")
+    process.add_argument("--observer", metavar="NAME", help="observer configuration (spi_reduced, errorekf_fe_reduced, errorekf_detailed)")
+    process.add_argument("--force", action="store_true", help="write into a non-empty OUT")
+    process.add_argument("--no-report", action="store_true", help="skip the CSV/HTML report (bag and summary.json only)")
+    process.set_defaults(func=_process)
 
     evaluate = commands.add_parser(
         "evaluate", help="three-simulation accuracy harness (truth, open loop, observer)",

@@ -268,11 +268,17 @@ class VehicleErrorEKF(SensorBookkeeping):
 
     def update_imu(self, angular_velocity_rad_s: np.ndarray, linear_acceleration_m_s2: np.ndarray, gyro_sigma: float, accel_sigma: float) -> tuple[bool, bool]:
         """IMU sample in the sensor frame: gyroscope (rad/s) and specific force (m/s^2)."""
+        return self.update_gyroscope(angular_velocity_rad_s, gyro_sigma), self.update_accelerometer(linear_acceleration_m_s2, accel_sigma)
+
+    def update_gyroscope(self, angular_velocity_rad_s: np.ndarray, sigma: float) -> bool:
+        """Angular rate in the IMU frame (rad/s), 1-sigma per axis ``sigma``."""
         h, H = self._h_gyroscope()
-        gyro = self._apply("gyroscope", angular_velocity_rad_s, h, H, np.eye(3) * gyro_sigma**2)
+        return self._apply("gyroscope", angular_velocity_rad_s, h, H, np.eye(3) * sigma**2)
+
+    def update_accelerometer(self, specific_force_m_s2: np.ndarray, sigma: float) -> bool:
+        """Specific force in the IMU frame (m/s^2, gravity reaction included), 1-sigma per axis ``sigma``."""
         h, H = self._h_accelerometer()
-        accel = self._apply("accelerometer", linear_acceleration_m_s2, h, H, np.eye(3) * accel_sigma**2)
-        return gyro, accel
+        return self._apply("accelerometer", specific_force_m_s2, h, H, np.eye(3) * sigma**2)
 
     def update_wheel_rates(self, rates_rad_s: np.ndarray, sigma: float) -> bool:
         rates = np.asarray(rates_rad_s, float)

@@ -10,7 +10,8 @@ messages are logged at their stamp.
   replace an existing path unless ``overwrite=True`` (the CLI's ``--force``); on an exception
   inside the ``with`` block the bag written so far is closed normally and stays readable.
 - ``read_samples``: sensor topics back into sample records; ``read_messages``: any topic as
-  rosbags messages; ``topic_statistics``: count, mean rate and stamp order per topic.
+  rosbags messages; ``read_raw``: any topic as serialised CDR bytes; ``topic_statistics``:
+  count, mean rate and stamp order per topic.
 
 Every failure raises ``IoError`` with the bag path (and topic) in the message.
 """
@@ -56,6 +57,7 @@ __all__ = [
     "IoError",
     "TopicStatistics",
     "read_messages",
+    "read_raw",
     "read_samples",
     "topic_statistics",
 ]
@@ -189,6 +191,29 @@ class BagWriter:
 
     def write(self, topic: str, msgtype: str, msg: Any, log_ns: int) -> None:
         """Serialise a rosbags message of type ``msgtype`` and write it at log time ``log_ns``."""
+        connection = self._connection(topic, msgtype)
+        try:
+            data = self.store.serialize_cdr(msg, msgtype)
+        except (SerdeError, TypesysError, KeyError, ValueError, TypeError, AttributeError,
+                struct.error) as exc:
+            raise IoError(f"{self.path}: topic {topic}: cannot serialise {msgtype}: {exc}") from None
+        self._write(connection, topic, data, log_ns)
+
+    def write_raw(self, topic: str, msgtype: str, data: bytes, log_ns: int) -> None:
+        """Write an already serialised CDR message (with its 4-byte encapsulation header, as
+        rclpy's ``raw`` subscriptions deliver it) of type ``msgtype`` at log time ``log_ns``.
+
+        The bytes are stored unchanged; the topic's definition comes from the typestore, as
+        for ``write``, so ``msgtype`` must be known to it.
+        """
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise IoError(f"{self.path}: topic {topic}: raw message must be bytes, "
+                          f"got {type(data).__name__}")
+        connection = self._connection(topic, msgtype)
+        self._write(connection, topic, bytes(data), log_ns)
+
+    def _connection(self, topic: str, msgtype: str) -> Connection:
+        """The connection of ``topic``, created on first use; a type conflict is an IoError."""
         if self._writer is None:
             raise IoError(f"{self.path}: bag is not open (use `with BagWriter(...)`)")
         connection = self._connections.get(topic)
@@ -202,11 +227,9 @@ class BagWriter:
         elif connection.msgtype != msgtype:
             raise IoError(f"{self.path}: topic {topic} has type {connection.msgtype}, "
                           f"cannot write a {msgtype}")
-        try:
-            data = self.store.serialize_cdr(msg, msgtype)
-        except (SerdeError, TypesysError, KeyError, ValueError, TypeError, AttributeError,
-                struct.error) as exc:
-            raise IoError(f"{self.path}: topic {topic}: cannot serialise {msgtype}: {exc}") from None
+        return connection
+
+    def _write(self, connection: Connection, topic: str, data: bytes, log_ns: int) -> None:
         try:
             self._writer.write(connection, int(log_ns), data)
         except (WriterError, OSError, sqlite3.Error, OverflowError) as exc:
@@ -291,6 +314,38 @@ def read_messages(path: str | Path, topics: Iterable[str] | None = None
             yield connection.topic, log_ns, msg
 
 
+def read_raw(path: str | Path, topics: Iterable[str] | None = None, *,
+             start_ns: int | None = None) -> Iterator[tuple[str, str, int, bytes]]:
+    """(topic, msgtype, log_ns, CDR bytes) of ``topics`` (default: all) in log-time order.
+
+    The serialised messages are yielded as stored (rosbag2), without decoding; messages of
+    a ROS 1 bag are converted to CDR. ``start_ns`` skips messages logged before it (ns).
+    Streams the bag. A requested topic that is not in the bag is an ``IoError``.
+    """
+    path = Path(path)
+    with _reading(path) as reader:
+        available = {connection.topic for connection in reader.connections}
+        wanted = available if topics is None else set(topics)
+        missing = sorted(wanted - available)
+        if missing:
+            raise IoError(f"{path}: no topic {', '.join(missing)} "
+                          f"(topics: {', '.join(sorted(available)) or 'none'})")
+        connections = [c for c in reader.connections if c.topic in wanted]
+        if not connections:  # an empty filter would mean "all" to rosbags
+            return
+        stream = reader.messages(connections=connections, start=start_ns)
+        while True:
+            try:
+                connection, log_ns, raw = next(stream)
+                if not reader.is2:
+                    raw = reader.typestore.ros1_to_cdr(raw, connection.msgtype)
+            except StopIteration:
+                return
+            except _READ_ERRORS as exc:
+                raise IoError(f"{path}: cannot read bag: {exc}") from None
+            yield connection.topic, connection.msgtype, log_ns, bytes(raw)
+
+
 def read_samples(path: str | Path, topics: Mapping[str, str] | None = None
                  ) -> Iterator[tuple[str, int, Any]]:
     """(topic, log_ns, sample record) of the sensor topics in log-time order.
@@ -359,3 +414,39 @@ def topic_statistics(path: str | Path) -> dict[str, TopicStatistics]:
         rate = (count - 1) / span_s if span_s > 0 else float("nan")
         stats[topic] = TopicStatistics(count, rate, monotonic[topic])
     return stats
+
+
+class BagInfo(NamedTuple):
+    """What a bag's metadata says, without decoding a message."""
+
+    topics: dict  # topic -> (message type, message count)
+    start_ns: int  # first log time
+    end_ns: int  # last log time
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) * 1e-9
+
+
+def bag_info(path: str | Path) -> BagInfo:
+    """Topics, types, counts and log-time span of a bag (``IoError`` naming the path if unreadable)."""
+    with _reading(path) as reader:
+        topics: dict[str, tuple[str, int]] = {}
+        for c in reader.connections:
+            msgtype, count = topics.get(c.topic, (c.msgtype, 0))
+            topics[c.topic] = (msgtype, count + c.msgcount)
+        if not topics:
+            return BagInfo({}, 0, 0)
+        return BagInfo(topics, int(reader.start_time), int(reader.end_time))
+
+
+def custom_data(path: str | Path) -> dict[str, str]:
+    """The ``custom_data`` strings of a rosbag2's metadata.yaml (empty when it has none)."""
+    import yaml
+
+    meta = Path(path) / "metadata.yaml"
+    try:
+        info = yaml.safe_load(meta.read_text())["rosbag2_bagfile_information"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
+        raise IoError(f"{meta}: cannot read bag metadata: {exc}") from None
+    return {str(k): str(v) for k, v in (info.get("custom_data") or {}).items()}

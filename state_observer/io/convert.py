@@ -475,12 +475,59 @@ def truth_stamp_ns(truth: TruthSample, epoch_ns: int = 0) -> int:
     return int(epoch_ns) + int(round(float(truth.t_s) * _NS))
 
 
-def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = None,
-                  frames: TruthFrames = TruthFrames()) -> dict[str, tuple[str, Any]]:
-    """One truth sample -> ``{kind: (message type, message)}`` for every kind of ``TRUTH_TOPICS``."""
-    store = store or typestore()
+class Uncertainty(NamedTuple):
+    """What an estimate adds to a state record in its messages (the truth has none: zeros)."""
+
+    pose_covariance: np.ndarray  # (6, 6) nav_msgs/Odometry pose covariance (ENU x y z, rotation about x y z)
+    twist_covariance: np.ndarray  # (6, 6) base_link linear and angular velocity
+    tire_force_sigma_n: np.ndarray  # (4, 3)
+    mass_sigma_kg: float
+    friction_sigma: float
+    converged: bool
+    estimator: str
+    nis: Mapping[str, float]  # sensor -> latest NIS
+
+
+TRUTH_UNCERTAINTY = Uncertainty(np.zeros((6, 6)), np.zeros((6, 6)), np.zeros((4, 3)), 0.0, 0.0, True, "truth", {})
+
+
+def _pose_msg(store: Typestore, position, q_wxyz) -> Any:
     types = store.types
-    header_odom = _header(store, stamp_ns, frames.odom)
+    return types["geometry_msgs/msg/Pose"](
+        position=types["geometry_msgs/msg/Point"](x=float(position[0]), y=float(position[1]), z=float(position[2])),
+        orientation=types["geometry_msgs/msg/Quaternion"](x=float(q_wxyz[1]), y=float(q_wxyz[2]), z=float(q_wxyz[3]), w=float(q_wxyz[0])))
+
+
+def odometry_msg(position, q_wxyz, v_body, omega_body, stamp_ns: int, store: Typestore, frames: TruthFrames = TruthFrames(),
+                 pose_covariance=None, twist_covariance=None) -> Any:
+    """nav_msgs/Odometry: pose (position (3,), quaternion wxyz) in ``frames.odom``, twist (linear and angular
+    velocity, (3,) each) in ``frames.base``, 6x6 covariances (default zeros) row-major (REP-103/105)."""
+    types = store.types
+    q = q_wxyz
+    return types[ODOMETRY](
+        header=_header(store, stamp_ns, frames.odom),
+        child_frame_id=frames.base,
+        pose=types["geometry_msgs/msg/PoseWithCovariance"](
+            pose=_pose_msg(store, position, q),
+            covariance=np.zeros(36) if pose_covariance is None else _array(pose_covariance, (6, 6), "pose covariance").reshape(36).copy(),
+        ),
+        twist=types["geometry_msgs/msg/TwistWithCovariance"](
+            twist=types["geometry_msgs/msg/Twist"](
+                linear=_vector3(store, v_body, "twist.linear"),
+                angular=_vector3(store, omega_body, "twist.angular")),
+            covariance=np.zeros(36) if twist_covariance is None else _array(twist_covariance, (6, 6), "twist covariance").reshape(36).copy(),
+        ),
+    )
+
+
+def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = None,
+                  frames: TruthFrames = TruthFrames(), uncertainty: Uncertainty = TRUTH_UNCERTAINTY) -> dict[str, tuple[str, Any]]:
+    """One state record -> ``{kind: (message type, message)}`` for every kind of ``TRUTH_TOPICS``: the ground
+    truth, or with ``uncertainty`` an observer estimate (the observer's topics carry the same types)."""
+    store = store or typestore()
+    u = uncertainty
+    sigma = _array(u.tire_force_sigma_n, (4, 3), "Uncertainty.tire_force_sigma_n")
+    types = store.types
     header_base = _header(store, stamp_ns, frames.base)
     q = _array(truth.orientation_wxyz, (4,), "TruthSample.orientation_wxyz")
     rotation = quaternion_to_matrix(q)  # base_link -> ENU
@@ -489,25 +536,7 @@ def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = N
     omega = _array(truth.angular_velocity_body_rad_s, (3,), "TruthSample.angular_velocity_body_rad_s")
     position = _array(truth.position_enu_m, (3,), "TruthSample.position_enu_m")
 
-    odometry = types[ODOMETRY](
-        header=header_odom,
-        child_frame_id=frames.base,
-        pose=types["geometry_msgs/msg/PoseWithCovariance"](
-            pose=types["geometry_msgs/msg/Pose"](
-                position=types["geometry_msgs/msg/Point"](
-                    x=float(position[0]), y=float(position[1]), z=float(position[2])),
-                orientation=types["geometry_msgs/msg/Quaternion"](
-                    x=float(q[1]), y=float(q[2]), z=float(q[3]), w=float(q[0])),
-            ),
-            covariance=np.zeros(36),
-        ),
-        twist=types["geometry_msgs/msg/TwistWithCovariance"](
-            twist=types["geometry_msgs/msg/Twist"](
-                linear=_vector3(store, v_body, "twist.linear"),
-                angular=_vector3(store, omega, "twist.angular")),
-            covariance=np.zeros(36),
-        ),
-    )
+    odometry = odometry_msg(position, q, v_body, omega, stamp_ns, store, frames, u.pose_covariance, u.twist_covariance)
 
     forces = _array(truth.tire_force_n, (4, 3), "TruthSample.tire_force_n")
     contacts = _array(truth.contact_point_base_m, (4, 3), "TruthSample.contact_point_base_m")
@@ -524,7 +553,7 @@ def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = N
                 slip_ratio=float(slip_ratio[i]), slip_angle_rad=float(slip_angle[i]),
                 contact_point=point(x=float(contacts[i, 0]), y=float(contacts[i, 1]),
                                     z=float(contacts[i, 2])),
-                fx_sigma_n=0.0, fy_sigma_n=0.0, fz_sigma_n=0.0,
+                fx_sigma_n=float(sigma[i, 0]), fy_sigma_n=float(sigma[i, 1]), fz_sigma_n=float(sigma[i, 2]),
             )
             for i, name in enumerate(WHEELS)
         ],
@@ -532,9 +561,9 @@ def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = N
 
     parameters = types[VEHICLE_PARAMETERS](
         header=header_base,
-        mass_kg=float(truth.mass_kg), mass_sigma_kg=0.0,
-        friction_coefficient=float(truth.friction_coefficient), friction_sigma=0.0,
-        converged=True, estimator="truth",
+        mass_kg=float(truth.mass_kg), mass_sigma_kg=float(u.mass_sigma_kg),
+        friction_coefficient=float(truth.friction_coefficient), friction_sigma=float(u.friction_sigma),
+        converged=bool(u.converged), estimator=str(u.estimator),
     )
 
     # ZYX (yaw-pitch-roll) angles of base_link w.r.t. ENU.
@@ -552,8 +581,8 @@ def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = N
         body_acceleration_m_s2=_vector3(
             store, rotation.T @ _array(truth.acceleration_enu_m_s2, (3,), "TruthSample.acceleration_enu_m_s2"),
             "body_acceleration"),
-        nis_sensor_names=[],
-        nis=np.zeros(0),
+        nis_sensor_names=list(u.nis),
+        nis=np.array([float(v) for v in u.nis.values()], dtype=np.float64),
     )
     return {
         "odometry": (ODOMETRY, odometry),
@@ -561,3 +590,87 @@ def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = N
         "parameters": (VEHICLE_PARAMETERS, parameters),
         "state": (OBSERVER_STATE, state),
     }
+
+
+# --- visualisation and diagnostics -----------------------------------------------------
+
+_MARKER_ADD, _MARKER_CUBE, _MARKER_CYLINDER, _MARKER_ARROW = 0, 1, 3, 0
+FORCE_ARROW_M_PER_N = 1.0 / 2000.0  # marker arrow length per tire force (1 m per 2 kN)
+
+
+def markers_msg(state: TruthSample, stamp_ns: int, store: Typestore | None = None, frames: TruthFrames = TruthFrames(),
+                wheel_radius_m: float = 0.3) -> Any:
+    """visualization_msgs/MarkerArray in the odom frame: the body (box over the wheelbase), the four wheels
+    (cylinders at the contact points) and per wheel the horizontal tire force (fx, fy; base_link axes, the
+    steer angle is not drawn) and the normal load as arrows of ``FORCE_ARROW_M_PER_N``."""
+    store = store or typestore()
+    types = store.types
+    header = _header(store, stamp_ns, frames.odom)
+    q = _array(state.orientation_wxyz, (4,), "orientation_wxyz")
+    R = quaternion_to_matrix(q)
+    p = _array(state.position_enu_m, (3,), "position_enu_m")
+    contacts = _array(state.contact_point_base_m, (4, 3), "contact_point_base_m")
+    forces = _array(state.tire_force_n, (4, 3), "tire_force_n")
+    point = types["geometry_msgs/msg/Point"]
+    vector3 = types["geometry_msgs/msg/Vector3"]
+    color = types["std_msgs/msg/ColorRGBA"]
+    lifetime = types["builtin_interfaces/msg/Duration"](sec=0, nanosec=500_000_000)
+
+    marker_type = types["visualization_msgs/msg/Marker"]
+    fields = set(marker_type.__dataclass_fields__)
+    empty = dict(colors=[], uv_coordinates=[], text="", mesh_resource="", texture_resource="", mesh_use_embedded_materials=False)
+    if "texture" in fields:  # Iron and later (Humble's Marker has no texture or mesh_file)
+        empty["texture"] = types["sensor_msgs/msg/CompressedImage"](header=_header(store, 0, ""), format="", data=np.zeros(0, np.uint8))
+    if "mesh_file" in fields:
+        empty["mesh_file"] = types["visualization_msgs/msg/MeshFile"](filename="", data=np.zeros(0, np.uint8))
+
+    def marker(ns, mid, kind, pose, scale, rgba, points=()):
+        return marker_type(
+            header=header, ns=ns, id=mid, type=kind, action=_MARKER_ADD, pose=pose, scale=vector3(x=scale[0], y=scale[1], z=scale[2]),
+            color=color(r=rgba[0], g=rgba[1], b=rgba[2], a=rgba[3]), lifetime=lifetime, frame_locked=False, points=list(points),
+            **{k: v for k, v in empty.items() if k in fields})
+
+    wheelbase = float(np.ptp(contacts[:, 0])) or 2.6
+    track = float(np.ptp(contacts[:, 1])) or 1.5
+    centre = np.array([contacts[:, 0].mean(), contacts[:, 1].mean(), 0.8])
+    out = [marker("body", 0, _MARKER_CUBE, _pose_msg(store, p + R @ centre, q), (wheelbase + 1.6, track + 0.2, 1.0), (0.2, 0.45, 0.8, 0.6))]
+    # a cylinder's axis is its z: turn it onto the wheel's y axis (roll 90 deg about base_link x)
+    half = math.sqrt(0.5)
+    q_wheel = np.array([q[0] * half - q[1] * half, q[1] * half + q[0] * half, q[2] * half + q[3] * half, q[3] * half - q[2] * half])
+    for i in range(4):
+        centre_w = p + R @ (contacts[i] + np.array([0.0, 0.0, wheel_radius_m]))
+        out.append(marker("wheels", i, _MARKER_CYLINDER, _pose_msg(store, centre_w, q_wheel), (2 * wheel_radius_m, 2 * wheel_radius_m, 0.22), (0.1, 0.1, 0.1, 0.9)))
+        base = p + R @ contacts[i]
+        tip_h = base + R @ (np.array([forces[i, 0], forces[i, 1], 0.0]) * FORCE_ARROW_M_PER_N)
+        tip_v = base + R @ (np.array([0.0, 0.0, forces[i, 2]]) * FORCE_ARROW_M_PER_N)
+        identity = _pose_msg(store, (0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0))
+        out.append(marker("tire_force_horizontal", i, _MARKER_ARROW, identity, (0.06, 0.12, 0.15), (0.9, 0.3, 0.1, 1.0),
+                          [point(x=float(a[0]), y=float(a[1]), z=float(a[2])) for a in (base, tip_h)]))
+        out.append(marker("tire_load", i, _MARKER_ARROW, identity, (0.06, 0.12, 0.15), (0.2, 0.8, 0.2, 1.0),
+                          [point(x=float(a[0]), y=float(a[1]), z=float(a[2])) for a in (base, tip_v)]))
+    return types[MARKER_ARRAY](markers=out)
+
+
+def path_msg(poses: list, stamp_ns: int, store: Typestore | None = None, frame: str = ODOM_FRAME) -> Any:
+    """nav_msgs/Path of ``poses`` = [(stamp_ns, position (3,), quaternion wxyz (4,)), ...] in ``frame``."""
+    store = store or typestore()
+    types = store.types
+    return types[PATH](header=_header(store, stamp_ns, frame), poses=[
+        types["geometry_msgs/msg/PoseStamped"](header=_header(store, t, frame), pose=_pose_msg(store, position, q))
+        for t, position, q in poses])
+
+
+DIAGNOSTIC_LEVELS = {"OK": 0, "WARN": 1, "ERROR": 2, "STALE": 3}
+
+
+def diagnostics_msg(statuses: list, stamp_ns: int, store: Typestore | None = None, hardware_id: str = PACKAGE) -> Any:
+    """diagnostic_msgs/DiagnosticArray of ``statuses`` = [(name, level "OK"/"WARN"/"ERROR"/"STALE", message,
+    {key: value}), ...]."""
+    store = store or typestore()
+    types = store.types
+    key_value = types["diagnostic_msgs/msg/KeyValue"]
+    return types[DIAGNOSTIC_ARRAY](header=_header(store, stamp_ns, ""), status=[
+        types["diagnostic_msgs/msg/DiagnosticStatus"](
+            level=DIAGNOSTIC_LEVELS[level], name=name, message=message, hardware_id=hardware_id,
+            values=[key_value(key=str(k), value=str(v)) for k, v in values.items()])
+        for name, level, message, values in statuses])

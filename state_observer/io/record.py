@@ -31,6 +31,9 @@ PROG = "state-observer simulate"
 DEFAULT_START_TIME_S = 1767225600.0
 
 
+DATUM_KEY = "state_observer.datum"  # custom_data: "latitude_deg longitude_deg altitude_m" of the truth's ENU frame
+
+
 def record_run(run: Iterable[tuple[TruthSample, list]], writer: BagWriter,
                truth_epoch_ns: int = 0, on_step: Callable[[float], None] | None = None) -> float:
     """Write each step of ``run`` to an open ``writer``; returns the last simulated time (s).
@@ -161,6 +164,14 @@ def simulate_command(manoeuvre: str, out: str | Path, *, vehicle: str | Path | N
         "state_observer.seed": str(seed),
         "state_observer.start_time_s": repr(float(start_time_s)),
     }
+    try:  # the local ENU origin of the /truth topics, so that estimates can be compared in the same frame
+        from state_observer.paths import default_sensors_path
+        from state_observer.sim.sensors import load_sensor_config
+
+        datum = load_sensor_config(sensors or default_sensors_path()).gnss_fix.datum
+        provenance[DATUM_KEY] = f"{datum.latitude_deg!r} {datum.longitude_deg!r} {datum.altitude_m!r}"
+    except (OSError, ValueError) as exc:
+        return fail(f"{sensors or 'default sensors'}: {exc}", 2)
     try:
         writer = BagWriter(out, overwrite=force, storage=storage, custom_data=provenance)
     except IoError as exc:

@@ -1,0 +1,89 @@
+"""Run the state observer node, optionally with RViz.
+
+    ros2 launch state_observer observer.launch.py
+    ros2 launch state_observer observer.launch.py vehicle:=/path/to/vehicle.yaml rviz:=false
+
+The node reads its parameters from ``params_file`` (default: the installed
+config/observer.yaml, key ``observer_node``). ``vehicle`` overrides that file's
+``vehicle_file`` only when it is not empty; otherwise the file's value (or the node's
+default vehicle, for "") stays.
+
+Included by replay.launch.py (use_sim_time:=true) and observer_fpga.launch.py, which
+passes ``solver_backend`` and ``backend_fallback``: when these are set, they become node
+parameters of the same names; launched on its own, this file sets neither.
+"""
+
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
+
+
+def _observer_node(context):
+    """The observer node; built at launch time so that optional parameters are only
+    passed when given (a parameter passed here overrides params_file)."""
+    parameters = [
+        LaunchConfiguration("params_file"),
+        {"use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool)},
+    ]
+    vehicle = LaunchConfiguration("vehicle").perform(context)
+    if vehicle:
+        parameters.append({"vehicle_file": vehicle})
+    backend = LaunchConfiguration("solver_backend", default="").perform(context)
+    if backend:
+        fallback = LaunchConfiguration("backend_fallback", default="false").perform(context)
+        parameters.append({
+            "solver_backend": backend,
+            "backend_fallback": fallback.strip().lower() in ("true", "1"),
+        })
+    return [Node(
+        package="state_observer",
+        executable="observer_node",
+        name="observer_node",  # the key in config/observer.yaml
+        output="screen",
+        parameters=parameters,
+    )]
+
+
+def generate_launch_description():
+    share = FindPackageShare("state_observer")
+    return LaunchDescription([
+        DeclareLaunchArgument(
+            "params_file",
+            default_value=PathJoinSubstitution([share, "config", "observer.yaml"]),
+            description="Parameter file of the observer node (top-level key observer_node).",
+        ),
+        DeclareLaunchArgument(
+            "vehicle",
+            default_value="",
+            description="Vehicle description YAML; overrides the params file's vehicle_file "
+                        "when not empty.",
+        ),
+        DeclareLaunchArgument(
+            "use_sim_time",
+            default_value="false",
+            choices=["true", "false"],
+            description="Use /clock (true when replaying a bag).",
+        ),
+        DeclareLaunchArgument(
+            "rviz",
+            default_value="true",
+            choices=["true", "false"],
+            description="Start RViz with rviz/state_observer.rviz.",
+        ),
+        OpaqueFunction(function=_observer_node),
+        Node(
+            package="rviz2",
+            executable="rviz2",
+            name="rviz2",
+            output="log",
+            arguments=["-d", PathJoinSubstitution([share, "rviz", "state_observer.rviz"])],
+            parameters=[{
+                "use_sim_time": ParameterValue(LaunchConfiguration("use_sim_time"), value_type=bool),
+            }],
+            condition=IfCondition(LaunchConfiguration("rviz")),
+        ),
+    ])

@@ -1,0 +1,515 @@
+"""The observer on a live sample stream: sensor records in (any order, any rate, with faults), estimates out.
+
+The observer node and ``state-observer process`` share this class, so a bag gives the same numbers
+through either.  Time is sensor time (header stamps, integer ns), never arrival time.
+
+Stepping.  The model advances in fixed steps of ``dt_s`` on sensor time.  A sample with a stamp ahead of
+the model steps it until the model time reaches the stamp (so an IMU message gets its estimate at once);
+each step is predict, the updates of every queued sample stamped up to the step's end in stamp order,
+correct.  A sample whose stamp the model has already passed (GNSS fixes arrive ~80 ms after their epoch,
+wheel signals ~10 ms) is applied at the next step with its age: GNSS positions and velocities are moved
+to the model time along the model's antenna velocity and acceleration; samples older than
+``max_delay_s`` are dropped and counted.  Steering angle and wheel torques are model inputs from the
+step after they arrive.
+
+Start.  ``start_mode`` "gnss": from the first good fix (position, and the datum unless one is
+configured) once the heading is known: from a GNSS velocity above ``start_min_speed_m_s`` (course over
+ground) or from two fixes ``start_min_distance_m`` apart.  "pose": at the configured ENU pose at the first
+sample's stamp.  GNSS samples wait (are not used) until a datum exists.
+
+Faults are handled and counted per stream in :attr:`counters` (never silently): non-finite values,
+NO_FIX, zero or missing covariances (the configured sigma is used instead), a frame other than the
+vehicle's IMU frame, duplicates, samples too late, samples before the start.  Three samples in a row
+stamped more than ``time_jump_s`` behind the model (a looping bag, a restarted driver) reset the
+observer; :meth:`reset` does the same on request.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from ..sensors.geodesy import LocalENU
+from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
+from ..sim.truth import TruthSample
+from ..vehicle.detailed import quaternion_from_matrix
+from ..vehicle.reduced_kernels import body_rate, euler_rotation
+from .errorekf import N, DetailedErrorEKF, VehicleErrorEKF, detailed_settings
+
+OBSERVERS = ("spi_reduced", "errorekf_fe_reduced", "errorekf_detailed")
+STREAMS = ("imu", "gnss_fix", "gnss_velocity", "wheels", "steering")
+_KIND = {ImuSample: "imu", GnssFix: "gnss_fix", GnssVelocity: "gnss_velocity", WheelSample: "wheels", SteeringSample: "steering"}
+_NS = 1_000_000_000
+_JUMP_CONFIRM = 3  # samples in a row behind by more than time_jump_s before the observer resets
+
+
+@dataclass
+class OnlineSettings:
+    """Configuration of :class:`OnlineObserver` (the node's parameters map one to one onto these)."""
+
+    observer: str = "spi_reduced"  # one of OBSERVERS
+    dt_s: float = 0.004  # model step (s)
+    datum: tuple | None = None  # (latitude deg, longitude deg, ellipsoidal height m); None: the first good fix
+    start_mode: str = "gnss"  # "gnss" or "pose"
+    start_pose: tuple = (0.0, 0.0, 0.0, 0.0)  # x m, y m (ENU), yaw rad (from east), speed m/s (start_mode "pose")
+    start_min_speed_m_s: float = 2.0  # GNSS course is used as heading above this speed
+    start_min_distance_m: float = 15.0  # else two fixes this far apart give the heading
+    initial_mass_kg: float = 0.0  # model mass; 0: the vehicle file's
+    initial_friction: float = 1.0  # model friction coefficient before it is estimated
+    use_message_covariance: bool = True  # False: always the sigmas below
+    gnss_horizontal_sigma_m: float = 1.8  # used when a fix has no usable covariance
+    gnss_vertical_sigma_m: float = 2.6
+    gnss_velocity_sigma_m_s: float = 0.1
+    gyro_sigma_rad_s: float = 0.0035
+    accel_sigma_m_s2: float = 0.025
+    wheel_rate_sigma_rad_s: float = 0.05
+    sensors: tuple = ("imu", "gnss_fix", "gnss_velocity", "wheels")  # streams used for updates (steering is an input)
+    max_delay_s: float = 0.3  # samples stamped further behind the model are dropped
+    time_jump_s: float = 1.0  # samples this far behind the model mean the time jumped back
+
+    def __post_init__(self):
+        def need(ok: bool, name: str, what: str):
+            if not ok:
+                raise ValueError(f"{name}: {what} (got {getattr(self, name)!r})")
+
+        need(self.observer in OBSERVERS, "observer", f"must be one of {', '.join(OBSERVERS)}")
+        need(0.0005 <= self.dt_s <= 0.02, "dt_s", "must be within 0.0005-0.02 s")
+        need(self.start_mode in ("gnss", "pose"), "start_mode", "must be 'gnss' or 'pose'")
+        need(len(self.start_pose) == 4 and all(math.isfinite(v) for v in self.start_pose), "start_pose", "must be 4 finite numbers")
+        if self.datum is not None:
+            lat, lon, alt = (float(v) for v in self.datum)
+            need(abs(lat) <= 90 and abs(lon) <= 180 and math.isfinite(alt), "datum", "must be latitude, longitude (deg), height (m)")
+        need(self.initial_mass_kg == 0 or 50 <= self.initial_mass_kg <= 1e5, "initial_mass_kg", "must be 0 (vehicle file) or 50-100000 kg")
+        need(0.1 <= self.initial_friction <= 1.5, "initial_friction", "must be within 0.1-1.5")
+        for name in ("gnss_horizontal_sigma_m", "gnss_vertical_sigma_m", "gnss_velocity_sigma_m_s", "gyro_sigma_rad_s",
+                     "accel_sigma_m_s2", "wheel_rate_sigma_rad_s", "start_min_speed_m_s", "start_min_distance_m", "max_delay_s", "time_jump_s"):
+            value = getattr(self, name)
+            need(isinstance(value, (int, float)) and 0 < value < math.inf, name, "must be a positive number")
+        unknown = set(self.sensors) - set(STREAMS)
+        need(not unknown, "sensors", f"unknown streams {sorted(unknown)}; known: {', '.join(STREAMS)}")
+
+
+class Odometry(NamedTuple):
+    """Pose and twist of base_link (REP-103/105) with covariances."""
+
+    stamp_ns: int
+    position_m: np.ndarray  # (3,) local ENU
+    orientation_wxyz: np.ndarray  # (4,) base_link -> ENU
+    velocity_body_m_s: np.ndarray  # (3,) base_link axes
+    angular_velocity_body_rad_s: np.ndarray  # (3,)
+    pose_covariance: np.ndarray  # (6, 6) x y z (m), rotation about ENU x y z (rad)
+    twist_covariance: np.ndarray  # (6, 6) base_link linear (m/s), angular (rad/s)
+
+
+class ObserverEstimate(NamedTuple):
+    """Everything the observer publishes about one instant (SI units, REP-103/105)."""
+
+    stamp_ns: int
+    state: TruthSample  # the corrected model's state: pose in the local ENU frame, twist, tire forces, mass, mu
+    pose_covariance: np.ndarray  # (6, 6) x y z (ENU, m) and rotation about ENU x y z (rad)
+    twist_covariance: np.ndarray  # (6, 6) linear (m/s) and angular (rad/s) velocity in base_link
+    tire_force_sigma_n: np.ndarray  # (4, 3) 1-sigma of fx, fy, fz per wheel
+    mass_sigma_kg: float
+    friction_sigma: float
+    parameters_converged: bool
+    estimator: str
+    nis: dict  # sensor -> latest normalised innovation squared
+
+
+class ModelInputs:
+    """The latest measured steering angle and wheel torques (the model's inputs)."""
+
+    def __init__(self):
+        self.steering = 0.0
+        self.steering_rate = 0.0  # finite difference of the last two samples (the detailed model's rack driver)
+        self._steering_ns = None
+        self.torque = np.zeros(4)
+
+    def take(self, sample) -> None:
+        if isinstance(sample, SteeringSample) and math.isfinite(sample.steering_wheel_angle_rad):
+            if self._steering_ns is not None and sample.stamp_ns > self._steering_ns:
+                self.steering_rate = (sample.steering_wheel_angle_rad - self.steering) / ((sample.stamp_ns - self._steering_ns) * 1e-9)
+            self.steering, self._steering_ns = sample.steering_wheel_angle_rad, sample.stamp_ns
+        elif isinstance(sample, WheelSample):
+            torque = np.asarray(sample.torque_n_m, float)
+            self.torque = np.where(np.isfinite(torque), torque, self.torque)
+
+    def apply(self, vehicle) -> None:
+        vehicle.set_inputs(self.steering, np.maximum(self.torque, 0.0), np.maximum(-self.torque, 0.0), steering_rate_rad_s=self.steering_rate)
+
+
+def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initial_friction: float = 1.0):
+    """The filter of configuration ``observer`` (see OBSERVERS) on its own model of vehicle ``desc``."""
+    if observer == "errorekf_detailed":
+        import dataclasses
+
+        from ..vehicle.detailed import DetailedVehicle
+
+        if initial_mass_kg:
+            extra = initial_mass_kg - DetailedVehicle(desc).total_mass_kg
+            desc = dataclasses.replace(desc, chassis=dataclasses.replace(desc.chassis, mass_kg=desc.chassis.mass_kg + extra))
+        return DetailedErrorEKF(DetailedVehicle(desc, mu=initial_friction), mounts, detailed_settings())
+    from ..vehicle.reduced import ReducedVehicle
+
+    vehicle = ReducedVehicle(desc, mu=initial_friction)
+    if initial_mass_kg:
+        vehicle.set_total_mass(initial_mass_kg)
+    if observer == "spi_reduced":
+        from .spi import VehicleSPI
+
+        return VehicleSPI(vehicle, mounts)
+    return VehicleErrorEKF(vehicle, mounts)
+
+
+class _Pending(NamedTuple):
+    stamp_ns: int
+    order: int  # arrival order, breaks ties between equal stamps
+    sample: object
+
+
+class OnlineObserver:
+    """Sensor samples in (:meth:`feed`), estimates out (:meth:`estimate`); module docstring."""
+
+    def __init__(self, desc, mounts, settings: OnlineSettings | None = None, *, filt=None):
+        self.settings = s = settings or OnlineSettings()
+        self.mounts = mounts
+        self.filter = filt if filt is not None else make_filter(desc, mounts, s.observer, s.initial_mass_kg, s.initial_friction)
+        self.vehicle = self.filter.vehicle
+        self.dt_ns = round(self.vehicle.dt_s * _NS)
+        self._initial = (self.vehicle.total_mass_kg, float(np.mean(self.vehicle.mu)))
+        self.counters: dict[str, Counter] = {k: Counter() for k in STREAMS}
+        self.events: list[str] = []  # resets and other notable events, newest last (the caller may clear it)
+        self.n_resets = 0
+        self.record_gnss = False  # when True, gnss_log collects (stamp_ns, east m, north m, accepted) of applied fixes
+        self.gnss_log: list = []
+        self._clear()
+
+    # ----- state --------------------------------------------------------------------------------------
+    def _clear(self) -> None:
+        s = self.settings
+        self.datum: LocalENU | None = LocalENU(*s.datum) if s.datum is not None else None
+        self.started = False
+        self.t_ns: int | None = None  # model time
+        self._queue: list[_Pending] = []
+        self._late: list[_Pending] = []
+        self._order = 0
+        self._last_stamp: dict[str, int] = {}
+        self._behind = 0
+        self._inputs = ModelInputs()
+        self._first_fix: tuple | None = None  # (stamp_ns, enu) for the heading from motion
+        self._last_fix: tuple | None = None
+        self._last_velocity: tuple | None = None
+
+    def reset(self, reason: str = "requested") -> None:
+        """Forget the model state, covariance, buffers and (unless configured) the datum; restart from the next
+        good GNSS fixes or the configured pose."""
+        self._clear()
+        self.n_resets += 1
+        self.events.append(f"reset: {reason}")
+
+    # ----- input --------------------------------------------------------------------------------------
+    def feed(self, sample) -> list[int]:
+        """Take one sensor sample; returns the end stamps (ns) of the model steps it completed (maybe none)."""
+        kind = _KIND.get(type(sample))
+        if kind is None:
+            raise TypeError(f"not a sensor sample: {type(sample).__name__}")
+        count = self.counters[kind]
+        count["received"] += 1
+        stamp = int(sample.stamp_ns)
+        if stamp <= 0:
+            count["dropped: no stamp"] += 1
+            return []
+        if self.started and stamp < self.t_ns - self.settings.time_jump_s * _NS:
+            self._behind += 1
+            if self._behind < _JUMP_CONFIRM:
+                count["dropped: late"] += 1
+                return []
+            self.reset(f"time jumped back by {(self.t_ns - stamp) * 1e-9:.3f} s ({kind} stamp)")
+        self._behind = 0
+        if self._last_stamp.get(kind) == stamp:
+            count["dropped: duplicate stamp"] += 1
+            return []
+        sample = self._checked(kind, sample, count)
+        if sample is None:
+            return []
+        self._last_stamp[kind] = stamp
+        if not self.started:
+            self._before_start(kind, sample)
+            if not self.started:
+                return []
+            return self._advance(stamp)
+        pending = _Pending(stamp, self._order, sample)
+        self._order += 1
+        if stamp <= self.t_ns:
+            if self.t_ns - stamp > self.settings.max_delay_s * _NS:
+                count["dropped: late"] += 1
+                return []
+            self._late.append(pending)
+            return []
+        heapq.heappush(self._queue, pending)
+        return self._advance(stamp)
+
+    def _checked(self, kind: str, sample, count: Counter):
+        """The sample with unusable parts removed and sigmas filled in, or None (counted) if nothing is left."""
+        s = self.settings
+        if kind == "imu":
+            gyro = np.asarray(sample.angular_velocity_rad_s, float)
+            accel = np.asarray(sample.linear_acceleration_m_s2, float)
+            if sample.frame_id and sample.frame_id != self.mounts.imu_frame_id:
+                count[f"dropped: frame {sample.frame_id!r} is not the vehicle's IMU frame {self.mounts.imu_frame_id!r}"] += 1
+                return None
+            if not (np.all(np.isfinite(gyro)) or np.all(np.isfinite(accel))):
+                count["dropped: not finite"] += 1
+                return None
+            gyro_sigma = self._sigma(sample.angular_velocity_sigma, s.gyro_sigma_rad_s, count, "gyro")
+            accel_sigma = self._sigma(sample.linear_acceleration_sigma, s.accel_sigma_m_s2, count, "accel")
+            return sample._replace(angular_velocity_sigma=gyro_sigma, linear_acceleration_sigma=accel_sigma)
+        if kind == "gnss_fix":
+            if sample.status < 0:
+                count["dropped: no fix"] += 1
+                return None
+            if not (math.isfinite(sample.latitude_deg) and math.isfinite(sample.longitude_deg) and math.isfinite(sample.altitude_m)
+                    and abs(sample.latitude_deg) <= 90 and abs(sample.longitude_deg) <= 180):
+                count["dropped: not finite or out of range"] += 1
+                return None
+            cov = np.asarray(sample.position_covariance_enu_m2, float)
+            if not (s.use_message_covariance and _usable_covariance(cov)):
+                if s.use_message_covariance:
+                    count["covariance replaced by the configured sigma"] += 1
+                cov = np.diag([s.gnss_horizontal_sigma_m**2, s.gnss_horizontal_sigma_m**2, s.gnss_vertical_sigma_m**2])
+            return sample._replace(position_covariance_enu_m2=cov)
+        if kind == "gnss_velocity":
+            v = np.asarray(sample.velocity_enu_m_s, float)
+            if not np.all(np.isfinite(v)):
+                count["dropped: not finite"] += 1
+                return None
+            cov = np.asarray(sample.covariance_m2_s2, float)
+            if not (s.use_message_covariance and _usable_covariance(cov)):
+                if s.use_message_covariance:
+                    count["covariance replaced by the configured sigma"] += 1
+                cov = np.eye(3) * s.gnss_velocity_sigma_m_s**2
+            return sample._replace(covariance_m2_s2=cov)
+        if kind == "wheels":
+            if not (np.any(np.isfinite(sample.rate_rad_s)) or np.any(np.isfinite(sample.torque_n_m))):
+                count["dropped: no finite rate or torque"] += 1
+                return None
+            if not np.all(np.isfinite(sample.rate_rad_s)):
+                count["wheel rates missing or not finite (those wheels skipped)"] += 1
+            return sample
+        if not math.isfinite(sample.steering_wheel_angle_rad):
+            count["dropped: not finite"] += 1
+            return None
+        return sample
+
+    def _sigma(self, message_sigma: float, configured: float, count: Counter, what: str) -> float:
+        if self.settings.use_message_covariance and math.isfinite(message_sigma) and message_sigma > 0.0:
+            return float(message_sigma)
+        if self.settings.use_message_covariance:
+            count[f"{what} covariance replaced by the configured sigma"] += 1
+        return configured
+
+    # ----- start ----------------------------------------------------------------------------------------
+    def _before_start(self, kind: str, sample) -> None:
+        s = self.settings
+        self._inputs.take(sample)
+        if kind == "gnss_fix" and self.datum is None:
+            self.datum = LocalENU(sample.latitude_deg, sample.longitude_deg, sample.altitude_m)
+            self.events.append(f"datum set from the first good fix: {sample.latitude_deg:.7f}, {sample.longitude_deg:.7f}, {sample.altitude_m:.2f} m")
+        if s.start_mode == "pose":
+            if kind in ("gnss_fix", "gnss_velocity") and self.datum is None:
+                self.counters[kind]["dropped: before start"] += 1
+                return
+            x, y, yaw, speed = s.start_pose
+            self._start(sample.stamp_ns, (x, y), yaw, speed)
+            if kind != "steering":
+                pending = _Pending(sample.stamp_ns, self._order, sample)
+                self._order += 1
+                self._late.append(pending)
+            return
+        if kind == "gnss_fix":
+            enu = self.datum.to_enu(sample.latitude_deg, sample.longitude_deg, sample.altitude_m)
+            self._last_fix = (sample.stamp_ns, enu)
+            if self._first_fix is None:
+                self._first_fix = self._last_fix
+        elif kind == "gnss_velocity":
+            self._last_velocity = (sample.stamp_ns, np.asarray(sample.velocity_enu_m_s, float))
+        else:
+            if kind != "steering":
+                self.counters[kind]["dropped: before start"] += 1
+            return
+        if self._last_fix is None:
+            return
+        t_fix, p = self._last_fix
+        if self._last_velocity is not None and abs(self._last_velocity[0] - t_fix) < 0.5 * _NS:
+            t_vel, v = self._last_velocity
+            speed = math.hypot(v[0], v[1])
+            if speed >= s.start_min_speed_m_s:
+                t0 = max(t_fix, t_vel)
+                self._start(t0, p[:2] + v[:2] * (t0 - t_fix) * 1e-9, math.atan2(v[1], v[0]), speed, antenna=True)
+                return
+        t_first, p_first = self._first_fix
+        d = p[:2] - p_first[:2]
+        if math.hypot(*d) >= s.start_min_distance_m and t_fix > t_first:
+            speed = math.hypot(*d) / ((t_fix - t_first) * 1e-9)
+            self._start(t_fix, p[:2], math.atan2(d[1], d[0]), speed, antenna=True)
+
+    def _start(self, stamp_ns: int, xy, yaw: float, speed: float, antenna: bool = False) -> None:
+        """Start the filter at ``stamp_ns``; ``antenna``: ``xy`` is the GNSS antenna (moved to base_link)."""
+        if antenna:
+            c, s_ = math.cos(yaw), math.sin(yaw)
+            a = self.mounts.gnss_position_m
+            xy = (xy[0] - (c * a[0] - s_ * a[1]), xy[1] - (s_ * a[0] + c * a[1]))
+        mass, mu = self._initial  # a restart forgets what was learnt (a looped bag gives the same numbers again)
+        if abs(self.vehicle.total_mass_kg - mass) > 1e-9:
+            self.vehicle.set_total_mass(mass)
+        self.vehicle.mu = mu
+        self.filter.start(speed, yaw, (float(xy[0]), float(xy[1])), t=stamp_ns * 1e-9)
+        self.t_ns = int(stamp_ns)
+        self._t0_s = self.vehicle.solver.t
+        self.started = True
+        self.events.append(f"started at {stamp_ns * 1e-9:.3f} s: x {xy[0]:.2f} m, y {xy[1]:.2f} m, yaw {math.degrees(yaw):.1f} deg, {speed:.2f} m/s")
+
+    # ----- stepping -------------------------------------------------------------------------------------
+    def _advance(self, target_ns: int) -> list[int]:
+        done = []
+        while self.t_ns < target_ns:
+            if not self._step():
+                break
+            done.append(self.t_ns)
+        return done
+
+    def _step(self) -> bool:
+        end = self.t_ns + self.dt_ns
+        self._inputs.apply(self.vehicle)
+        if not self.filter.predict():
+            self.reset(f"model step failed at {end * 1e-9:.3f} s")
+            return False
+        # the model time is the solver's (float seconds); stamps stay integer
+        batch = self._late
+        self._late = []
+        while self._queue and self._queue[0].stamp_ns <= end:
+            batch.append(heapq.heappop(self._queue))
+        batch.sort()
+        for pending in batch:
+            self._inputs.take(pending.sample)
+            self._update(pending.sample, (end - pending.stamp_ns) * 1e-9)
+        self.filter.correct()
+        self.t_ns = end
+        return True
+
+    def _update(self, sample, age_s: float) -> None:
+        f, s = self.filter, self.settings
+        kind = _KIND[type(sample)]
+        if kind not in s.sensors or kind == "steering":
+            if kind != "steering":
+                self.counters[kind]["not used (disabled)"] += 1
+            return
+        count = self.counters[kind]
+        if kind == "imu":
+            gyro = np.asarray(sample.angular_velocity_rad_s, float)
+            accel = np.asarray(sample.linear_acceleration_m_s2, float)
+            ok = []
+            if np.all(np.isfinite(gyro)):
+                ok.append(f.update_gyroscope(gyro, sample.angular_velocity_sigma))
+            if np.all(np.isfinite(accel)):
+                ok.append(f.update_accelerometer(accel, sample.linear_acceleration_sigma))
+            count["applied" if all(ok) else "rejected by the gate"] += 1
+        elif kind == "gnss_fix":
+            if self.datum is None:
+                count["dropped: no datum yet"] += 1
+                return
+            enu = self.datum.to_enu(sample.latitude_deg, sample.longitude_deg, sample.altitude_m)
+            accepted = f.update_gnss_fix(enu, sample.position_covariance_enu_m2, age_s=age_s)
+            count["applied" if accepted else "rejected by the gate"] += 1
+            if self.record_gnss:
+                self.gnss_log.append((sample.stamp_ns, float(enu[0]), float(enu[1]), accepted))
+        elif kind == "gnss_velocity":
+            # moved forward to the model time along the model's acceleration (base_link origin's)
+            v = np.asarray(sample.velocity_enu_m_s, float) + age_s * self.vehicle.solver.qdd[:3]
+            accepted = f.update_gnss_velocity(v, sample.covariance_m2_s2)
+            count["applied" if accepted else "rejected by the gate"] += 1
+        elif kind == "wheels" and np.any(np.isfinite(sample.rate_rad_s)):
+            accepted = f.update_wheel_rates(np.asarray(sample.rate_rad_s, float), s.wheel_rate_sigma_rad_s)
+            count["applied" if accepted else "rejected by the gate"] += 1
+
+    # ----- output ---------------------------------------------------------------------------------------
+    def odometry(self) -> Odometry | None:
+        """Pose, twist and their covariances at the current model time (cheap: for every IMU message)."""
+        if not self.started:
+            return None
+        f, v = self.filter, self.vehicle
+        P = f.P
+        n = P.shape[0] // f.levels
+        if isinstance(f, DetailedErrorEKF):
+            state = v.truth()
+            position, q = state.position_enu_m, state.orientation_wxyz
+            R = _quaternion_matrix(q)
+            v_body, w_body = R.T @ state.velocity_enu_m_s, state.angular_velocity_body_rad_s
+            rate_map = R.T  # the detailed filter's angular velocity errors are in world axes
+        else:
+            z, zd = v.solver.q, v.solver.qd
+            R = euler_rotation(z[3], z[4], z[5])
+            rate_map = body_rate(z[3], z[4])[0]  # Euler angle rates -> base_link angular velocity
+            position, q = z[:3].copy(), quaternion_from_matrix(R)
+            v_body, w_body = R.T @ zd[:3], rate_map @ zd[3:6]
+        T = np.zeros((6, 6))
+        T[:3, :3], T[3:, 3:] = R.T, rate_map
+        twist = T @ P[n : n + 6, n : n + 6] @ T.T
+        # position and attitude errors: small angles about the ENU axes (the reduced model's Euler angle errors
+        # taken as such)
+        return Odometry(int(self.t_ns), position, q, v_body, w_body, _symmetric(P[:6, :6]), _symmetric(twist))
+
+    def estimate(self) -> ObserverEstimate | None:
+        """The full estimate at the current model time (None before the start)."""
+        odometry = self.odometry()
+        if odometry is None:
+            return None
+        f = self.filter
+        state = self.vehicle.truth()
+        mass_sigma = friction_sigma = 0.0
+        converged = False
+        if hasattr(f, "parameter_sigma"):
+            mass_sigma, friction_sigma = (float(x) for x in f.parameter_sigma())
+            converged = (state.t_s - self._t0_s >= f.spi.start_after_s and mass_sigma < 0.03 * state.mass_kg and friction_sigma < 0.05)
+        nis = {name: st.last_nis for name, st in f.stats.items() if st.dof}
+        return ObserverEstimate(
+            stamp_ns=odometry.stamp_ns, state=state, pose_covariance=odometry.pose_covariance, twist_covariance=odometry.twist_covariance,
+            tire_force_sigma_n=self._tire_force_sigma(state), mass_sigma_kg=mass_sigma, friction_sigma=friction_sigma,
+            parameters_converged=bool(converged), estimator=self.settings.observer, nis=nis)
+
+    def _tire_force_sigma(self, state: TruthSample) -> np.ndarray:
+        """1-sigma of the tire forces: the uncertainty of the filter's chassis force correction M a (x, y:
+        horizontal; z: heave), shared among the wheels in proportion to their normal loads.  Model-parameter
+        uncertainty is not included."""
+        f = self.filter
+        sigma = np.zeros((4, 3))
+        M = getattr(f, "_M", None)
+        if getattr(f, "levels", 2) != 3 or M is None:
+            return sigma
+        Paa = f.P[2 * N : 3 * N, 2 * N : 3 * N]
+        cov = M[:3] @ Paa @ M[:3].T  # generalised force on x, y, z (ENU, N^2)
+        R = _quaternion_matrix(state.orientation_wxyz)
+        cov_body = R.T @ cov @ R
+        fz = np.maximum(np.asarray(state.tire_force_n)[:, 2], 0.0)
+        share = fz / fz.sum() if fz.sum() > 0 else np.full(4, 0.25)
+        sigma[:] = np.sqrt(np.maximum(np.diag(cov_body), 0.0))[None, :] * share[:, None]
+        return sigma
+
+
+def _usable_covariance(cov: np.ndarray) -> bool:
+    """A 3x3 covariance with finite entries and a positive diagonal (REP-145: zeros mean "unknown")."""
+    return cov.shape == (3, 3) and bool(np.all(np.isfinite(cov))) and bool(np.all(np.diag(cov) > 0.0))
+
+
+def _symmetric(A: np.ndarray) -> np.ndarray:
+    return 0.5 * (A + A.T)
+
+
+def _quaternion_matrix(q_wxyz) -> np.ndarray:
+    from ..sim.sensors import quaternion_to_matrix
+
+    return quaternion_to_matrix(q_wxyz)

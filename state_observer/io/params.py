@@ -1,0 +1,194 @@
+"""The observer's parameters: one table for the node (declared with descriptions and ranges) and for
+``state-observer process`` (read from the same ``config/observer.yaml``), so both run the same
+configuration.  No rclpy here.
+
+A parameters file is ROS 2's: ``observer_node: ros__parameters: {name: value}`` with nested keys
+flattened by dots (``rates.odometry_hz``).  Every value is checked against its entry; a wrong one is
+one ``ValueError`` naming the parameter (and the file).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import yaml
+
+from ..estimation.online import OBSERVERS, OnlineSettings
+from .convert import OUTPUT_TOPICS, SENSOR_TOPICS
+
+NODE_NAME = "observer_node"
+
+
+class Parameter(NamedTuple):
+    name: str
+    default: Any
+    description: str
+    low: float | None = None  # numbers: inclusive range
+    high: float | None = None
+    choices: tuple = ()  # strings: allowed values
+
+
+_T = "topic of the {} stream"
+PARAMETERS: tuple[Parameter, ...] = (
+    Parameter("vehicle_file", "", "vehicle YAML (empty: the package's config/vehicles/default.yaml)"),
+    Parameter("observer", "spi_reduced", "observer configuration: 14-DOF errorEKF-FE with the mass/friction filter, without it, or the errorEKF on the detailed model", choices=OBSERVERS),
+    Parameter("dt_s", 0.004, "model step on sensor time (s)", 0.0005, 0.02),
+    Parameter("solver_backend", "numpy", "linear solver of the model's Newton iteration (FPGA variant: pynq)", choices=("numpy", "c", "c-float32", "c-fixed", "pynq")),
+    Parameter("backend_fallback", False, "when the solver backend is unavailable (no FPGA board or overlay), use the C model instead of refusing to start"),
+    Parameter("odom_frame", "odom", "frame of the pose (REP-105 odom, or map)"),
+    Parameter("base_frame", "base_link", "vehicle frame of the twist and the tire forces"),
+    Parameter("publish_tf", True, "broadcast odom_frame -> base_frame (needs tf2_ros)"),
+    Parameter("datum.use", False, "use the datum below as the local ENU origin (else the first good GNSS fix)"),
+    Parameter("datum.latitude_deg", 0.0, "datum latitude (deg, WGS84)", -90.0, 90.0),
+    Parameter("datum.longitude_deg", 0.0, "datum longitude (deg, WGS84)", -180.0, 180.0),
+    Parameter("datum.altitude_m", 0.0, "datum ellipsoidal height (m)", -1000.0, 10000.0),
+    Parameter("start.mode", "gnss", "start from the first good GNSS fixes (heading from GNSS course or motion) or from the pose below", choices=("gnss", "pose")),
+    Parameter("start.x_m", 0.0, "start position east of the datum (m)", -1e6, 1e6),
+    Parameter("start.y_m", 0.0, "start position north of the datum (m)", -1e6, 1e6),
+    Parameter("start.yaw_rad", 0.0, "start heading, counter-clockwise from east (rad)", -2 * math.pi, 2 * math.pi),
+    Parameter("start.speed_m_s", 0.0, "start speed (m/s)", 0.0, 100.0),
+    Parameter("start.min_speed_m_s", 2.0, "GNSS course is taken as the heading above this speed (m/s)", 0.1, 50.0),
+    Parameter("start.min_distance_m", 15.0, "without GNSS velocity: two fixes this far apart give the heading (m)", 1.0, 1000.0),
+    Parameter("model.initial_mass_kg", 0.0, "model mass at the start (kg; 0: the vehicle file's)", 0.0, 1e5),
+    Parameter("model.initial_friction", 1.0, "tire-road friction coefficient at the start (-)", 0.1, 1.5),
+    Parameter("noise.use_message_covariance", True, "use the covariances in the messages where they are given (else always the sigmas below)"),
+    Parameter("noise.gnss_horizontal_sigma_m", 1.8, "GNSS position 1-sigma east/north when a fix has no covariance (m)", 1e-3, 100.0),
+    Parameter("noise.gnss_vertical_sigma_m", 2.6, "GNSS position 1-sigma up when a fix has no covariance (m)", 1e-3, 100.0),
+    Parameter("noise.gnss_velocity_sigma_m_s", 0.1, "GNSS velocity 1-sigma when a message has no covariance (m/s)", 1e-4, 10.0),
+    Parameter("noise.gyro_sigma_rad_s", 0.0035, "gyroscope 1-sigma per sample when the message has none (rad/s)", 1e-6, 1.0),
+    Parameter("noise.accel_sigma_m_s2", 0.025, "accelerometer 1-sigma per sample when the message has none (m/s^2)", 1e-5, 10.0),
+    Parameter("noise.wheel_rate_sigma_rad_s", 0.05, "wheel-speed 1-sigma (rad/s)", 1e-4, 10.0),
+    Parameter("sensors.imu", True, "use the IMU"),
+    Parameter("sensors.gnss_fix", True, "use GNSS fixes"),
+    Parameter("sensors.gnss_velocity", True, "use GNSS velocity"),
+    Parameter("sensors.wheels", True, "use wheel speeds"),
+    Parameter("timing.max_delay_s", 0.3, "samples stamped further behind the model time are dropped (s)", 0.001, 5.0),
+    Parameter("timing.time_jump_s", 1.0, "samples this far behind the model reset the observer (looping bag) (s)", 0.01, 3600.0),
+    *(Parameter(f"topics.{kind}", topic, _T.format(kind)) for kind, topic in SENSOR_TOPICS.items()),
+    Parameter("rates.odometry_hz", 0.0, "odometry rate (Hz; 0: after every message that advanced the model)", 0.0, 1000.0),
+    Parameter("rates.tire_forces_hz", 50.0, "tire-force rate (Hz; 0: every model step)", 0.0, 1000.0),
+    Parameter("rates.parameters_hz", 10.0, "mass/friction rate (Hz)", 0.0, 1000.0),
+    Parameter("rates.state_hz", 50.0, "observer-state rate (Hz)", 0.0, 1000.0),
+    Parameter("rates.markers_hz", 10.0, "RViz marker rate (Hz)", 0.0, 1000.0),
+    Parameter("rates.path_hz", 2.0, "path rate (Hz)", 0.0, 100.0),
+    Parameter("rates.diagnostics_hz", 1.0, "diagnostics rate (Hz, wall clock in the node)", 0.1, 100.0),
+    Parameter("path_length", 3000, "poses kept in the published path", 1, 100000),
+    Parameter("qos_depth", 50, "queue depth of the sensor subscriptions", 1, 10000),
+)
+BY_NAME = {p.name: p for p in PARAMETERS}
+OUTPUT_KINDS = tuple(OUTPUT_TOPICS)
+
+
+def check(name: str, value: Any) -> Any:
+    """``value`` converted to the parameter's type, or ValueError naming the parameter."""
+    p = BY_NAME.get(name)
+    if p is None:
+        raise ValueError(f"unknown parameter {name!r}")
+    kind = type(p.default)
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"parameter {name}: must be true or false, got {value!r}")
+        return value
+    if kind in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not float(value).is_integer()):
+            raise ValueError(f"parameter {name}: must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+        value = kind(value)
+        if not math.isfinite(value) or (p.low is not None and value < p.low) or (p.high is not None and value > p.high):
+            raise ValueError(f"parameter {name}: must be within {p.low:g} .. {p.high:g}, got {value!r}")
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"parameter {name}: must be a string, got {value!r}")
+    if p.choices and value not in p.choices:
+        raise ValueError(f"parameter {name}: must be one of {', '.join(p.choices)}, got {value!r}")
+    if name.startswith("topics.") and not value.startswith("/") and value:
+        value = "/" + value
+    return value
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def load_file(path: str | Path, node: str = NODE_NAME) -> dict:
+    """Checked ``{name: value}`` of ``node``'s section of a ROS 2 parameters file (missing names: defaults)."""
+    path = Path(path)
+    try:
+        tree = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: cannot read parameters: {exc}") from None
+    section = None
+    for key in (node, f"/{node}", "/**"):
+        if isinstance(tree, dict) and isinstance(tree.get(key), dict) and "ros__parameters" in tree[key]:
+            section = tree[key]["ros__parameters"] or {}
+            break
+    if section is None:
+        raise ValueError(f"{path}: no '{node}: ros__parameters:' section")
+    values = {p.name: p.default for p in PARAMETERS}
+    for name, value in _flatten(section).items():
+        if name == "use_sim_time":
+            continue
+        try:
+            values[name] = check(name, value)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+    return values
+
+
+def defaults() -> dict:
+    return {p.name: p.default for p in PARAMETERS}
+
+
+@dataclass
+class ObserverConfig:
+    """The node's configuration, built from checked parameter values."""
+
+    settings: OnlineSettings
+    vehicle_file: str
+    rates: dict  # output kind -> Hz
+    topics: dict  # sensor kind -> topic
+    odom_frame: str
+    base_frame: str
+    publish_tf: bool
+    path_length: int
+    qos_depth: int
+    solver_backend: str
+    backend_fallback: bool
+
+
+def config_from(values: dict) -> ObserverConfig:
+    """:class:`ObserverConfig` of checked parameter values; ValueError naming the parameter when they disagree."""
+    v = values
+    datum = (v["datum.latitude_deg"], v["datum.longitude_deg"], v["datum.altitude_m"]) if v["datum.use"] else None
+    try:
+        settings = OnlineSettings(
+            observer=v["observer"], dt_s=v["dt_s"], datum=datum, start_mode=v["start.mode"],
+            start_pose=(v["start.x_m"], v["start.y_m"], v["start.yaw_rad"], v["start.speed_m_s"]),
+            start_min_speed_m_s=v["start.min_speed_m_s"], start_min_distance_m=v["start.min_distance_m"],
+            initial_mass_kg=v["model.initial_mass_kg"], initial_friction=v["model.initial_friction"],
+            use_message_covariance=v["noise.use_message_covariance"], gnss_horizontal_sigma_m=v["noise.gnss_horizontal_sigma_m"],
+            gnss_vertical_sigma_m=v["noise.gnss_vertical_sigma_m"], gnss_velocity_sigma_m_s=v["noise.gnss_velocity_sigma_m_s"],
+            gyro_sigma_rad_s=v["noise.gyro_sigma_rad_s"], accel_sigma_m_s2=v["noise.accel_sigma_m_s2"],
+            wheel_rate_sigma_rad_s=v["noise.wheel_rate_sigma_rad_s"],
+            sensors=tuple(k for k in ("imu", "gnss_fix", "gnss_velocity", "wheels") if v[f"sensors.{k}"]),
+            max_delay_s=v["timing.max_delay_s"], time_jump_s=v["timing.time_jump_s"])
+    except ValueError as exc:
+        raise ValueError(f"parameter {exc}") from None
+    if not v["odom_frame"] or not v["base_frame"] or v["odom_frame"] == v["base_frame"]:
+        raise ValueError(f"parameters odom_frame / base_frame: must be two different non-empty frames, got {v['odom_frame']!r}, {v['base_frame']!r}")
+    topics = {kind: v[f"topics.{kind}"] for kind in SENSOR_TOPICS}
+    if len(set(topics.values())) < len(topics) or any(not t for t in topics.values()):
+        raise ValueError(f"parameters topics.*: every sensor stream needs its own non-empty topic, got {topics}")
+    return ObserverConfig(
+        settings=settings, vehicle_file=v["vehicle_file"], rates={k: v[f"rates.{k}_hz"] for k in OUTPUT_KINDS},
+        topics=topics, odom_frame=v["odom_frame"], base_frame=v["base_frame"], publish_tf=v["publish_tf"],
+        path_length=v["path_length"], qos_depth=v["qos_depth"], solver_backend=v["solver_backend"],
+        backend_fallback=v["backend_fallback"])

@@ -1,0 +1,145 @@
+"""The observer's message pipeline, shared by the observer node and ``state-observer process``: sensor
+samples in, the messages that are due out (rosbags message objects, stamped on sensor time).
+
+Odometry follows every sample that advanced the model (``rates.odometry_hz`` 0) or its own rate; the
+other outputs their rates on sensor time; diagnostics are asked for by the caller (the node on a wall
+timer, so that a silent sensor shows as stale).  A reset of the observer (time jump, service call) also
+clears the path and the rate schedules.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+from typing import Any, NamedTuple
+
+from ..estimation.online import STREAMS, OnlineObserver
+from .convert import (
+    OUTPUT_MSGTYPES,
+    TruthFrames,
+    Uncertainty,
+    diagnostics_msg,
+    markers_msg,
+    odometry_msg,
+    path_msg,
+    truth_to_msgs,
+    typestore,
+)
+from .params import ObserverConfig
+
+_NS = 1_000_000_000
+ESTIMATE_KINDS = ("tire_forces", "parameters", "state")  # built from the full estimate
+
+
+class Output(NamedTuple):
+    kind: str  # key of OUTPUT_TOPICS
+    msgtype: str
+    msg: Any
+    stamp_ns: int
+
+
+def load_observer(config: ObserverConfig) -> OnlineObserver:
+    """The :class:`OnlineObserver` of a configuration (vehicle file, its sensor mounts, settings)."""
+    from ..paths import default_vehicle_path
+    from ..sim.sensors import mounts_from_vehicle
+    from ..vehicle.description import load_vehicle
+
+    desc = load_vehicle(config.vehicle_file or default_vehicle_path())
+    return OnlineObserver(desc, mounts_from_vehicle(desc), config.settings)
+
+
+class ObserverPipeline:
+    """:class:`OnlineObserver` plus output scheduling and message building (module docstring)."""
+
+    def __init__(self, config: ObserverConfig, observer: OnlineObserver | None = None, store=None):
+        self.config = config
+        self.observer = observer if observer is not None else load_observer(config)
+        self.store = store if store is not None else typestore()
+        self.frames = TruthFrames(config.odom_frame, config.base_frame)
+        self.wheel_radius_m = float(np.mean(getattr(self.observer.vehicle, "rD", 0.3)))
+        self._period_ns = {k: (round(_NS / hz) if hz > 0 else 0) for k, hz in config.rates.items()}
+        self._clear()
+
+    def _clear(self) -> None:
+        self._due_ns: dict[str, int] = {}
+        self.path: deque = deque(maxlen=self.config.path_length)
+        self._resets_seen = self.observer.n_resets
+
+    def _due(self, kind: str, stamp_ns: int) -> bool:
+        period = self._period_ns[kind]
+        due = self._due_ns.get(kind)
+        if due is not None and stamp_ns < due:
+            return False
+        # next instant on the rate's grid: a late sample does not make the schedule drift
+        self._due_ns[kind] = stamp_ns + period if due is None or period == 0 else max(due + period, stamp_ns - stamp_ns % period + period)
+        return True
+
+    def feed(self, sample) -> list[Output]:
+        """Give a sensor sample to the observer; the outputs due after the model steps it completed."""
+        steps = self.observer.feed(sample)
+        if self.observer.n_resets != self._resets_seen:
+            self._clear()
+        if not steps:
+            return []
+        return self.outputs(steps[-1])
+
+    def outputs(self, stamp_ns: int) -> list[Output]:
+        """The outputs due at model time ``stamp_ns`` (the observer's current time)."""
+        out: list[Output] = []
+        obs = self.observer
+        if self._due("odometry", stamp_ns):
+            o = obs.odometry()
+            out.append(Output("odometry", OUTPUT_MSGTYPES["odometry"], odometry_msg(
+                o.position_m, o.orientation_wxyz, o.velocity_body_m_s, o.angular_velocity_body_rad_s, stamp_ns, self.store, self.frames,
+                o.pose_covariance, o.twist_covariance), stamp_ns))
+        if self._due("path", stamp_ns):
+            o = obs.odometry()
+            self.path.append((stamp_ns, o.position_m, o.orientation_wxyz))
+            out.append(Output("path", OUTPUT_MSGTYPES["path"], path_msg(list(self.path), stamp_ns, self.store, self.frames.odom), stamp_ns))
+        kinds = [k for k in ESTIMATE_KINDS if self._due(k, stamp_ns)]
+        markers = self._due("markers", stamp_ns)
+        if kinds or markers:
+            e = obs.estimate()
+            if kinds:
+                u = Uncertainty(e.pose_covariance, e.twist_covariance, e.tire_force_sigma_n, e.mass_sigma_kg, e.friction_sigma,
+                                e.parameters_converged, e.estimator, e.nis)
+                msgs = truth_to_msgs(e.state, stamp_ns, self.store, self.frames, u)
+                out.extend(Output(k, *msgs[k], stamp_ns) for k in kinds)
+            if markers:
+                out.append(Output("markers", OUTPUT_MSGTYPES["markers"], markers_msg(e.state, stamp_ns, self.store, self.frames, self.wheel_radius_m), stamp_ns))
+        return out
+
+    def diagnostics(self, stamp_ns: int, extra: list | None = None) -> Output:
+        """diagnostic_msgs/DiagnosticArray of the observer's health (see :func:`health`) plus ``extra`` statuses."""
+        return Output("diagnostics", OUTPUT_MSGTYPES["diagnostics"], diagnostics_msg(health(self.observer) + list(extra or ()), stamp_ns, self.store), stamp_ns)
+
+
+def health(observer: OnlineObserver) -> list[tuple[str, str, str, dict]]:
+    """Diagnostic statuses (name, level, message, values): one for the observer, one per sensor stream with
+    its counters (everything dropped or rejected is named there)."""
+    f = observer.filter
+    values = {"started": observer.started, "resets": observer.n_resets, "model time s": f"{(observer.t_ns or 0) * 1e-9:.3f}"}
+    if observer.started:
+        values.update({"datum": repr(observer.datum), "GNSS re-acquisitions": f.n_resets, "sensor relocks": f.n_relocks,
+                       "mass kg": f"{observer.vehicle.total_mass_kg:.1f}", "friction": f"{float(observer.vehicle.mu.mean()):.3f}"})
+    if observer.events:
+        values["last event"] = observer.events[-1]
+    if not observer.started:
+        level, message = "WARN", "waiting for GNSS fixes and a heading to start" if observer.settings.start_mode == "gnss" else "waiting for the first sample"
+    elif getattr(f, "diverged", False):
+        level, message = "ERROR", "diverged: innovations far beyond their covariance"
+    else:
+        level, message = "OK", "running"
+    statuses = [("state_observer: observer", level, message, values)]
+    for kind in STREAMS:
+        counts = observer.counters[kind]
+        received = counts.get("received", 0)
+        lost = sum(n for key, n in counts.items() if key.startswith("dropped") or key.startswith("rejected"))
+        if received == 0:
+            level, message = "STALE", "no messages"
+        elif lost > 0.2 * received:
+            level, message = "WARN", f"{lost} of {received} messages dropped or rejected"
+        else:
+            level, message = "OK", f"{received} messages"
+        statuses.append((f"state_observer: {kind}", level, message, dict(counts)))
+    return statuses

@@ -1,0 +1,247 @@
+"""``state-observer process BAG``: the observer node's code path offline, as fast as possible.
+
+Reads the sensor topics of a rosbag2 in log-time order (the order a recorder received them), feeds
+them through the same :class:`~state_observer.io.pipeline.ObserverPipeline` as the node, and writes into
+the output directory:
+
+- ``bag/``: a rosbag2 with every message the node would publish (logged at the receive time of the
+  sensor message that produced it) and its diagnostics once per second of sensor time;
+- ``estimate.csv``, ``gnss.csv``, ``innovations.csv`` (+ ``truth.csv`` when the bag has the simulator's
+  ``/truth/...`` topics), ``summary.json`` and ``report.html`` with its PNG plots (:mod:`state_observer.report`).
+
+With ground truth in the bag, the summary holds the accuracy after the first ``skip_s`` seconds (the
+harness' metrics: position, sideslip and yaw-rate RMSE, tire-force RMSE per component over the peak truth
+value, mass error over the final 10 s, friction error).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .io.bag import BagWriter, IoError, bag_info, custom_data, read_messages, read_samples
+from .io.convert import OUTPUT_TOPICS
+from .io.record import DATUM_KEY
+from .io.params import ObserverConfig, config_from, load_file
+from .io.pipeline import ObserverPipeline
+
+_NS = 1_000_000_000
+REPORT_PERIOD_NS = 20_000_000  # one report row every 20 ms of sensor time
+WHEELS = ("fl", "fr", "rl", "rr")
+FORCE_COLUMNS = [f"f{c}_{w}_n" for c in "xyz" for w in WHEELS]
+SIGMA_COLUMNS = [f"f{c}_sigma_{w}_n" for c in "xyz" for w in WHEELS]
+ROW_COLUMNS = ["t_s", "x_m", "y_m", "z_m", "roll_rad", "pitch_rad", "yaw_rad", "speed_m_s", "yaw_rate_rad_s", "sideslip_rad",
+               *FORCE_COLUMNS, "mass_kg", "friction"]
+ESTIMATE_COLUMNS = [*ROW_COLUMNS, "x_sigma_m", "y_sigma_m", "yaw_sigma_rad", *SIGMA_COLUMNS, "mass_sigma_kg", "friction_sigma"]
+
+
+def load_config(params_file: str | Path | None = None, **overrides) -> ObserverConfig:
+    """The node's configuration from a parameters file (default: the package's config/observer.yaml) with
+    ``overrides`` by parameter name (e.g. ``vehicle_file=...``)."""
+    from .io.params import check
+    from .paths import find_data_file
+
+    values = load_file(params_file) if params_file else load_file(find_data_file("config/observer.yaml"))
+    for name, value in overrides.items():
+        values[name] = check(name, value)
+    return config_from(values)
+
+
+def _angles(q_wxyz) -> tuple[float, float, float]:
+    """ZYX roll, pitch, yaw (rad) of a quaternion (w, x, y, z)."""
+    w, x, y, z = q_wxyz
+    roll = math.atan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
+    pitch = math.asin(max(-1.0, min(1.0, 2 * (w * y - z * x))))
+    yaw = math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+    return roll, pitch, yaw
+
+
+def _row(t_s, position, q_wxyz, v_body, yaw_rate, forces, mass, friction) -> list:
+    roll, pitch, yaw = _angles(q_wxyz)
+    speed = math.hypot(v_body[0], v_body[1])
+    sideslip = math.atan2(v_body[1], v_body[0]) if speed > 0.5 else 0.0
+    return [t_s, *position, roll, pitch, yaw, speed, yaw_rate, sideslip, *np.asarray(forces).T.ravel(), mass, friction]
+
+
+def _estimate_row(e, t0_ns: int) -> list:
+    s = e.state
+    R_q = s.orientation_wxyz
+    from .sim.sensors import quaternion_to_matrix
+
+    v_body = quaternion_to_matrix(R_q).T @ s.velocity_enu_m_s
+    row = _row((e.stamp_ns - t0_ns) * 1e-9, s.position_enu_m, R_q, v_body, s.angular_velocity_body_rad_s[2], s.tire_force_n,
+               s.mass_kg, s.friction_coefficient)
+    P = e.pose_covariance
+    return row + [math.sqrt(P[0, 0]), math.sqrt(P[1, 1]), math.sqrt(P[5, 5]), *np.asarray(e.tire_force_sigma_n).T.ravel(),
+                  e.mass_sigma_kg, e.friction_sigma]
+
+
+def truth_rows(bag: Path, t0_ns: int) -> dict | None:
+    """Report columns of the simulator's ``/truth/...`` topics (every 20 ms), or None without them."""
+    topics = ("/truth/odometry", "/truth/tire_forces", "/truth/parameters")
+    if not all(t in bag_info(bag).topics for t in topics):
+        return None
+    latest: dict[str, object] = {}
+    rows = []
+    next_ns = None
+    for topic, _, msg in read_messages(bag, topics):
+        latest[topic] = msg
+        if topic != "/truth/parameters" or len(latest) < 3:
+            continue
+        odo = latest["/truth/odometry"]
+        stamp = odo.header.stamp.sec * _NS + odo.header.stamp.nanosec
+        if next_ns is not None and stamp < next_ns:
+            continue
+        next_ns = stamp + REPORT_PERIOD_NS
+        pose, twist = odo.pose.pose, odo.twist.twist
+        forces = np.array([[w.fx_n, w.fy_n, w.fz_n] for w in latest["/truth/tire_forces"].wheels])
+        par = latest["/truth/parameters"]
+        rows.append(_row((stamp - t0_ns) * 1e-9, (pose.position.x, pose.position.y, pose.position.z),
+                         (pose.orientation.w, pose.orientation.x, pose.orientation.y, pose.orientation.z),
+                         (twist.linear.x, twist.linear.y), twist.angular.z, forces, par.mass_kg, par.friction_coefficient))
+    return _columns(rows, ROW_COLUMNS) if rows else None
+
+
+def _columns(rows: list, names: list) -> dict:
+    data = np.asarray(rows, dtype=float).reshape(-1, len(names))
+    return {name: data[:, i] for i, name in enumerate(names)}
+
+
+def accuracy(estimate: dict, truth: dict, skip_s: float) -> dict:
+    """The harness metrics (:mod:`state_observer.sim.evaluate`) of report columns; truth taken at the
+    nearest earlier instant."""
+    t = estimate["t_s"]
+    k = np.clip(np.searchsorted(truth["t_s"], t + 1e-6) - 1, 0, len(truth["t_s"]) - 1)
+    keep = t >= skip_s
+    if not keep.any():
+        return {}
+
+    def rmse(x):
+        return float(np.sqrt(np.mean(np.square(x[keep]))))
+
+    out = {
+        "position_rmse_m": rmse(np.hypot(estimate["x_m"] - truth["x_m"][k], estimate["y_m"] - truth["y_m"][k])),
+        "sideslip_rmse_deg": math.degrees(rmse(estimate["sideslip_rad"] - truth["sideslip_rad"][k])),
+        "yaw_rate_rmse_dps": math.degrees(rmse(estimate["yaw_rate_rad_s"] - truth["yaw_rate_rad_s"][k])),
+    }
+    for c, name in zip("xyz", ("long", "lat", "vert")):
+        cols = [f"f{c}_{w}_n" for w in WHEELS]
+        err = np.concatenate([(estimate[n] - truth[n][k])[keep] for n in cols])
+        peak = max(np.abs(truth[n][k][keep]).max() for n in cols)
+        out[f"tire_force_nrmse_{name}"] = float(np.sqrt(np.mean(err**2)) / peak) if peak > 0 else float("nan")
+    last = t >= t[-1] - 10.0
+    out["mass_error_pct"] = float(100 * np.mean(np.abs(estimate["mass_kg"][last] - truth["mass_kg"][k][last]) / truth["mass_kg"][k][last]))
+    out["friction_abs_error"] = float(np.mean(np.abs(estimate["friction"][last] - truth["friction"][k][last])))
+    out["evaluated_after_s"] = float(skip_s)
+    return out
+
+
+def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | None = None, *, overwrite: bool = False,
+                report: bool = True, skip_s: float = 20.0, progress=None) -> dict:
+    """Run the observer over ``bag`` and write ``out_dir`` (module docstring); returns the summary."""
+    bag, out_dir = Path(bag), Path(out_dir)
+    config = config or load_config()
+    info = bag_info(bag)
+    wanted = {kind: topic for kind, topic in config.topics.items() if topic in info.topics}
+    if not wanted:
+        raise IoError(f"{bag}: none of the sensor topics {', '.join(config.topics.values())} "
+                      f"(topics: {', '.join(sorted(info.topics)) or 'none'})")
+    if out_dir.exists() and not overwrite and any(out_dir.iterdir()):
+        raise IoError(f"{out_dir}: exists and is not empty; not overwriting it (use --force)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    datum_note = "configured" if config.settings.datum is not None else "first good fix"
+    bag_datum = custom_data(bag).get(DATUM_KEY)
+    if config.settings.datum is None and bag_datum:  # a simulated bag: estimate in its truth's frame
+        config = dataclasses.replace(config, settings=dataclasses.replace(config.settings, datum=tuple(float(v) for v in bag_datum.split())))
+        datum_note = f"from the bag's metadata ({DATUM_KEY}: {bag_datum})"
+    build_start = time.perf_counter()
+    pipeline = ObserverPipeline(config)
+    observer = pipeline.observer
+    observer.record_gnss = True
+    build_s = time.perf_counter() - build_start
+    duration_s, first_ns = info.duration_s, info.start_ns
+    rows, innovations = [], []
+    sensor_names = list(observer.filter.stats)
+    seen = {name: 0 for name in sensor_names}
+    next_row_ns = next_diag_ns = None
+    n_in = 0
+    start = time.perf_counter()
+    with BagWriter(out_dir / "bag", overwrite=True, custom_data={"source": str(bag), "tool": "state-observer process"}) as writer:
+        for _, log_ns, sample in read_samples(bag, wanted):
+            n_in += 1
+            for out in pipeline.feed(sample):
+                writer.write(OUTPUT_TOPICS[out.kind], out.msgtype, out.msg, log_ns)
+            if not observer.started:
+                continue
+            t_ns = observer.t_ns
+            for i, name in enumerate(sensor_names):
+                st = observer.filter.stats[name]
+                n = st.accepted + st.rejected
+                if n != seen[name]:
+                    seen[name] = n
+                    if st.dof and math.isfinite(st.last_nis):
+                        innovations.append([(t_ns - first_ns) * 1e-9, i, st.last_nis, float(st.consecutive_rejections == 0)])
+            if next_row_ns is None or t_ns >= next_row_ns:
+                next_row_ns = t_ns + REPORT_PERIOD_NS
+                rows.append(_estimate_row(observer.estimate(), first_ns))
+            if next_diag_ns is None or t_ns >= next_diag_ns:
+                next_diag_ns = t_ns + _NS
+                out = pipeline.diagnostics(t_ns)
+                writer.write(OUTPUT_TOPICS["diagnostics"], out.msgtype, out.msg, log_ns)
+            if progress is not None and n_in % 2000 == 0:
+                progress((log_ns - first_ns) * 1e-9, duration_s)
+        counts = writer.counts
+    wall_s = time.perf_counter() - start
+    estimate = _columns(rows, ESTIMATE_COLUMNS)
+    gnss = _columns([[(t - first_ns) * 1e-9, x, y, float(a)] for t, x, y, a in observer.gnss_log], ["t_s", "x_m", "y_m", "accepted"])
+    innov = _columns(innovations, ["t_s", "sensor_index", "nis", "accepted"])
+    innov["sensor_names"] = sensor_names
+    innov["dof"] = [int(observer.filter.stats[n].dof) for n in sensor_names]
+    truth = truth_rows(bag, first_ns)
+    summary = {
+        "input": {"bag": str(bag), "duration_s": round(duration_s, 3), "sensor messages": n_in,
+                  **{f"topic {topic}": info.topics[topic][1] for topic in wanted.values()}},
+        "observer": {"configuration": config.settings.observer, "datum": datum_note, "vehicle": config.vehicle_file or "default",
+                     "events": "; ".join(observer.events[:6]), "final mass kg": round(float(observer.vehicle.total_mass_kg), 1),
+                     "final friction": round(float(np.mean(observer.vehicle.mu)), 3)},
+        "timing": {"processing wall s": round(wall_s, 3), "real-time factor": round(duration_s / wall_s, 2) if wall_s > 0 else None,
+                   "model set-up s": round(build_s, 3)},
+        "sensors": {f"{kind} {key}": n for kind, c in observer.counters.items() for key, n in c.items()},
+        "output": {f"topic {t}": n for t, n in counts.items()},
+    }
+    if truth is not None and len(estimate["t_s"]):
+        skip = min(skip_s, 0.33 * float(estimate["t_s"][-1]))
+        summary["accuracy against truth"] = accuracy(estimate, truth, skip)
+    if report:
+        from .report import write_run
+
+        write_run(out_dir, estimate, gnss, innov, truth, summary, title=f"state_observer: {bag.name}")
+    else:
+        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def process_command(bag: str, out: str, params: str | None = None, vehicle: str | None = None, observer: str | None = None,
+                    force: bool = False, report: bool = True) -> int:
+    """CLI body: one line on bad input, a summary table otherwise."""
+    from .io.record import ProgressLine
+
+    overrides = {k: v for k, v in (("vehicle_file", vehicle), ("observer", observer)) if v}
+    try:
+        config = load_config(params, **overrides)
+        line = ProgressLine(sys.stderr, "process")
+        summary = process_bag(bag, out, config, overwrite=force, report=report, progress=line)
+        line.finish()
+    except (IoError, ValueError, FileNotFoundError) as exc:
+        print(f"state-observer process: {exc}", file=sys.stderr)
+        return 1
+    for section in ("timing", "accuracy against truth"):
+        for key, value in summary.get(section, {}).items():
+            print(f"{section}: {key} = {value:.4g}" if isinstance(value, float) else f"{section}: {key} = {value}")
+    print(f"process: wrote {Path(out) / 'bag'}" + (f" and {Path(out) / 'report.html'}" if report else ""))
+    return 0
