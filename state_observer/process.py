@@ -200,8 +200,11 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     estimate = _columns(rows, ESTIMATE_COLUMNS)
     gnss = _columns([[(t - first_ns) * 1e-9, x, y, float(a)] for t, x, y, a in observer.gnss_log], ["t_s", "x_m", "y_m", "accepted"])
     innov = _columns(innovations, ["t_s", "sensor_index", "nis", "accepted"])
-    innov["sensor_names"] = sensor_names
-    innov["dof"] = [int(observer.filter.stats[n].dof) for n in sensor_names]
+    used = [i for i, n in enumerate(sensor_names) if observer.filter.stats[n].dof]  # sensors that had updates
+    index = {old: new for new, old in enumerate(used)}
+    innov["sensor_index"] = np.array([index[int(i)] for i in innov["sensor_index"]], dtype=float)
+    innov["sensor_names"] = [sensor_names[i] for i in used]
+    innov["dof"] = [int(observer.filter.stats[sensor_names[i]].dof) for i in used]
     truth = truth_rows(bag, first_ns)
     summary = {
         "input": {"bag": str(bag), "duration_s": round(duration_s, 3), "sensor messages": n_in,

@@ -482,21 +482,31 @@ class OnlineObserver:
             parameters_converged=bool(converged), estimator=self.settings.observer, nis=nis)
 
     def _tire_force_sigma(self, state: TruthSample) -> np.ndarray:
-        """1-sigma of the tire forces: the uncertainty of the filter's chassis force correction M a (x, y:
-        horizontal; z: heave), shared among the wheels in proportion to their normal loads.  Model-parameter
-        uncertainty is not included."""
+        """1-sigma of the tire forces (reduced models; zeros for the detailed one).  fx, fy: the uncertainty of
+        the filter's horizontal force correction M a, shared among the wheels in proportion to their normal
+        loads.  fz: the tire stiffness times the uncertainty of the wheel-centre height, dh = dz - x_i dpitch +
+        y_i droll + ds_i (base_link contact point x_i, y_i; travel s_i).  Model-parameter uncertainty is not
+        included."""
         f = self.filter
         sigma = np.zeros((4, 3))
         M = getattr(f, "_M", None)
-        if getattr(f, "levels", 2) != 3 or M is None:
+        if isinstance(f, DetailedErrorEKF) or M is None:
             return sigma
-        Paa = f.P[2 * N : 3 * N, 2 * N : 3 * N]
-        cov = M[:3] @ Paa @ M[:3].T  # generalised force on x, y, z (ENU, N^2)
         R = _quaternion_matrix(state.orientation_wxyz)
-        cov_body = R.T @ cov @ R
-        fz = np.maximum(np.asarray(state.tire_force_n)[:, 2], 0.0)
-        share = fz / fz.sum() if fz.sum() > 0 else np.full(4, 0.25)
-        sigma[:] = np.sqrt(np.maximum(np.diag(cov_body), 0.0))[None, :] * share[:, None]
+        if f.levels == 3:
+            Paa = f.P[2 * N : 3 * N, 2 * N : 3 * N]
+            cov = R[:2, :2].T @ (M[:2] @ Paa @ M[:2].T) @ R[:2, :2]  # generalised force on x, y in base_link axes (yaw only)
+            fz = np.maximum(np.asarray(state.tire_force_n)[:, 2], 0.0)
+            share = fz / fz.sum() if fz.sum() > 0 else np.full(4, 0.25)
+            sigma[:, :2] = np.sqrt(np.maximum(np.diag(cov), 0.0))[None, :] * share[:, None]
+        contacts = np.asarray(state.contact_point_base_m)
+        J = np.zeros((4, N))
+        J[:, 2] = 1.0
+        J[:, 3] = contacts[:, 1]
+        J[:, 4] = -contacts[:, 0]
+        J[np.arange(4), 6 + np.arange(4)] = 1.0
+        k_z = np.array([c.tire.vertical_stiffness_n_per_m for c in self.vehicle.desc.corners])
+        sigma[:, 2] = k_z * np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", J, f.P[:N, :N], J), 0.0))
         return sigma
 
 

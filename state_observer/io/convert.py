@@ -149,7 +149,7 @@ class IoError(Exception):
 
 # --- type store ------------------------------------------------------------------------
 
-def make_typestore(msg_files: Mapping[str, Path] | None = None) -> Typestore:
+def make_typestore(msg_files: Mapping[str, Path] | None = None, distro: str | None = None) -> Typestore:
     """A new rosbags typestore (``STORE``) with this package's interfaces registered.
 
     Parameters
@@ -157,8 +157,11 @@ def make_typestore(msg_files: Mapping[str, Path] | None = None) -> Typestore:
     msg_files
         ``{"TireForces": path, ...}`` for every name of ``paths.MESSAGE_NAMES``; default: the
         installed definitions found by ``state_observer.paths``.
+    distro
+        ROS 2 distribution whose standard definitions to use (e.g. ``"humble"``; the node passes
+        ``$ROS_DISTRO`` so that what it serialises matches the running ROS); default ``STORE``.
     """
-    store = get_typestore(STORE)
+    store = get_typestore(getattr(Stores, f"ROS2_{distro.upper()}", STORE) if distro else STORE)
     for name in paths.MESSAGE_NAMES:  # dependency order: WheelForce before TireForces
         path = Path(msg_files[name]) if msg_files is not None else paths.message_definition(name)
         typename = f"{PACKAGE}/msg/{name}"

@@ -14,8 +14,11 @@
 ==========================  ===============================================================
 
 CSV: one header row of column names, comma separated, numbers printed with ``%.9g``
-(9 significant digits: read back to within 5e-9 relative). ``write_report_from_csv(run_dir)``
-reads these files back into the same dicts and writes the report again.
+(9 significant digits: read back to within 5e-9 relative; NaN as ``nan``).
+``write_report_from_csv(run_dir)`` reads these files back into the same dicts (``_read_run``)
+and writes the report again. The two sidecars exist for that round trip:
+innovations_sensors.csv gives back innovations["sensor_names"] and ["dof"] (dof empty = none),
+report.json the title. A figure that fails is left out with a warning and a note in the page.
 """
 from __future__ import annotations
 

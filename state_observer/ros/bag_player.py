@@ -78,7 +78,8 @@ def inspect_bag(path: str, topics: Sequence[str] = ()) -> BagInfo:
         count = sum(c.msgcount for c in reader.connections if c.topic in wanted)
         if count == 0:
             raise IoError(f"{path}: no messages to play")
-        return BagInfo(wanted, int(reader.start_time), int(reader.end_time), count)
+        # rosbags' end_time is exclusive: the last log time + 1 ns.
+        return BagInfo(wanted, int(reader.start_time), int(reader.end_time) - 1, count)
 
 
 class PlayStats(NamedTuple):

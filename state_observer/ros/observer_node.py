@@ -1,0 +1,189 @@
+"""``observer_node``: the observer on live topics (ARCHITECTURE.md 4).
+
+Thin: every sensor message is decoded (rosbags, the definitions of ``$ROS_DISTRO``), turned into a
+sample record, given to :class:`state_observer.io.pipeline.ObserverPipeline` (the code path of
+``state-observer process``), and the messages it returns are serialised and published unchanged.
+Subscriptions use the sensor-data QoS (best effort, keep last ``qos_depth``), publishers are reliable.
+Parameters: :mod:`state_observer.io.params` (declared read-only, each with its description and range;
+an invalid one stops the node at start with one line naming it).  Services: ``~/reset``
+(state_observer/srv/Reset).  Broadcasts odom -> base_link with tf2_ros where it is installed.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+import traceback
+from collections import deque
+from functools import partial
+from typing import Sequence
+
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, SENSOR_MSGTYPES, IoError, make_typestore, msg_to_sample
+from state_observer.io.params import NODE_NAME, PARAMETERS, check, config_from
+from state_observer.io.pipeline import ObserverPipeline, load_observer
+from state_observer.ros.common import ParameterError, message_class, run
+
+LATENCY_WINDOW = 20000  # IMU-to-estimate latencies kept for the statistics
+
+
+def check_backend(name: str, fallback: bool) -> str:
+    """The linear-solver backend the node will use: ``name`` if it is available here; else the C model with
+    ``fallback``, else ParameterError naming the parameter."""
+    if name == "numpy":
+        return name
+    try:
+        from state_observer.accel import AcceleratorUnavailable, make_backend
+    except ImportError:
+        raise ParameterError(f"parameter solver_backend: {name!r} needs state_observer.accel, which this build does not have") from None
+    try:
+        make_backend(name, 14, fallback=fallback)
+    except AcceleratorUnavailable as exc:
+        raise ParameterError(f"parameter solver_backend: {exc} (set backend_fallback: true to use the C model)") from None
+    return name
+
+
+class ObserverNode(Node):
+    """The observer node (module docstring)."""
+
+    def __init__(self, *, context=None, parameter_overrides: list | None = None):
+        super().__init__(NODE_NAME, context=context, parameter_overrides=parameter_overrides)
+        self.done = False  # the node runs until shut down (ros/common.run)
+        self.error = None
+        values = self._declare_parameters()
+        try:
+            self.config = config_from(values)
+        except ValueError as exc:
+            raise ParameterError(str(exc)) from None
+        check_backend(self.config.solver_backend, self.config.backend_fallback)
+        self.add_on_set_parameters_callback(lambda params: SetParametersResult(
+            successful=False, reason="the observer's parameters are read at start; restart the node to change them"))
+        self.store = make_typestore(distro=os.environ.get("ROS_DISTRO") or None)
+        try:
+            self.pipeline = ObserverPipeline(self.config, load_observer(self.config), store=self.store)
+        except (OSError, ValueError) as exc:
+            raise ParameterError(f"parameter vehicle_file: {exc}") from None
+        self.latencies_ns: deque = deque(maxlen=LATENCY_WINDOW)
+        self._errors_logged = 0
+
+        reliable = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self._output_publishers = {}
+        for kind, topic in OUTPUT_TOPICS.items():
+            cls = message_class(OUTPUT_MSGTYPES[kind])
+            if cls is None:
+                raise ParameterError(f"message type {OUTPUT_MSGTYPES[kind]} of {topic} is not importable (is the package built and sourced?)")
+            self._output_publishers[kind] = self.create_publisher(cls, topic, reliable)
+        sensor_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=self.config.qos_depth,
+                                reliability=qos_profile_sensor_data.reliability, durability=qos_profile_sensor_data.durability)
+        for kind, topic in self.config.topics.items():
+            cls = message_class(SENSOR_MSGTYPES[kind])
+            self.create_subscription(cls, topic, partial(self._on_message, kind), sensor_qos, raw=True)
+        reset_type = message_class("state_observer/srv/Reset")
+        if reset_type is not None:
+            self.create_service(reset_type, "~/reset", self._on_reset)
+        else:
+            self.get_logger().warning("state_observer/srv/Reset is not importable: no ~/reset service")
+        self.create_timer(1.0 / self.pipeline.config.rates["diagnostics"], self._publish_diagnostics)
+        self._tf = None
+        if self.config.publish_tf:
+            try:
+                from tf2_ros import TransformBroadcaster
+
+                self._tf = TransformBroadcaster(self)
+            except ImportError:
+                self.get_logger().info("tf2_ros is not installed: no odom -> base_link transform broadcast "
+                                       f"(the same pose is on {OUTPUT_TOPICS['odometry']})")
+        self.get_logger().info(
+            f"observer {self.config.settings.observer}, vehicle {self.config.vehicle_file or 'default'}, "
+            f"listening on {', '.join(self.config.topics.values())}; start: {self.config.settings.start_mode}")
+
+    # ----- parameters -----------------------------------------------------------------------------------
+    def _declare_parameters(self) -> dict:
+        """Declare every parameter of the table (read-only, with description and range) and check its value."""
+        values = {}
+        for p in PARAMETERS:
+            constraint = f"range {p.low:g} .. {p.high:g}" if p.low is not None else (f"one of {', '.join(p.choices)}" if p.choices else "")
+            descriptor = ParameterDescriptor(description=p.description, additional_constraints=constraint, read_only=True,
+                                             dynamic_typing=True)  # an integer for a double is accepted, then checked
+            try:
+                self.declare_parameter(p.name, p.default, descriptor)
+                value = self.get_parameter(p.name).value
+                values[p.name] = check(p.name, value)
+            except ValueError as exc:
+                raise ParameterError(str(exc)) from None
+            except Exception as exc:  # noqa: BLE001 - rclpy's parameter exceptions
+                raise ParameterError(f"parameter {p.name}: {exc}") from None
+        return values
+
+    # ----- input ------------------------------------------------------------------------------------------
+    def _on_message(self, kind: str, data: bytes) -> None:
+        start = time.perf_counter_ns()
+        observer = self.pipeline.observer
+        try:
+            msg = self.store.deserialize_cdr(data, SENSOR_MSGTYPES[kind])
+            sample = msg_to_sample(kind, msg, self.get_clock().now().nanoseconds)
+        except IoError as exc:  # e.g. a JointState without the wheel joints
+            observer.counters[kind]["received"] += 1
+            observer.counters[kind][f"dropped: {exc}"] += 1
+            return
+        except Exception as exc:  # noqa: BLE001 - a malformed message must not stop the node
+            observer.counters[kind]["received"] += 1
+            observer.counters[kind][f"dropped: cannot decode ({type(exc).__name__})"] += 1
+            return
+        try:
+            outputs = self.pipeline.feed(sample)
+        except Exception as exc:  # noqa: BLE001 - never crash on data; say so once, then count
+            observer.counters[kind][f"dropped: internal error {type(exc).__name__}: {exc}"] += 1
+            if self._errors_logged < 5:
+                self._errors_logged += 1
+                self.get_logger().error(f"{kind} sample at {sample.stamp_ns} ns: {traceback.format_exc()}")
+            return
+        for out in outputs:
+            self._output_publishers[out.kind].publish(bytes(self.store.serialize_cdr(out.msg, out.msgtype)))
+            if out.kind == "odometry" and self._tf is not None:
+                self._broadcast(out.msg)
+        if kind == "imu" and outputs:
+            self.latencies_ns.append(time.perf_counter_ns() - start)
+
+    def _broadcast(self, odometry) -> None:
+        from geometry_msgs.msg import TransformStamped
+
+        t = TransformStamped()
+        t.header.stamp.sec, t.header.stamp.nanosec = odometry.header.stamp.sec, odometry.header.stamp.nanosec
+        t.header.frame_id, t.child_frame_id = odometry.header.frame_id, odometry.child_frame_id
+        p, q = odometry.pose.pose.position, odometry.pose.pose.orientation
+        t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = p.x, p.y, p.z
+        t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z, t.transform.rotation.w = q.x, q.y, q.z, q.w
+        self._tf.sendTransform(t)
+
+    def _on_reset(self, request, response):
+        self.pipeline.observer.reset("reset service call")
+        response.success, response.message = True, "observer reset; it starts again from the next good GNSS fixes or the configured pose"
+        self.get_logger().info(response.message)
+        return response
+
+    # ----- diagnostics --------------------------------------------------------------------------------------
+    def latency_statistics(self) -> dict:
+        """IMU message in -> its estimate published (ms): count, p50, p99, max."""
+        values = sorted(self.latencies_ns)
+        if not values:
+            return {}
+
+        def pct(p):
+            return values[min(len(values) - 1, int(math.ceil(p * len(values))) - 1)] * 1e-6
+
+        return {"count": len(values), "p50_ms": pct(0.5), "p99_ms": pct(0.99), "max_ms": values[-1] * 1e-6}
+
+    def _publish_diagnostics(self) -> None:
+        stamp = self.get_clock().now().nanoseconds
+        latency = {f"imu-to-estimate {k}": (f"{v:.3f}" if isinstance(v, float) else v) for k, v in self.latency_statistics().items()}
+        out = self.pipeline.diagnostics(stamp, [("state_observer: node", "OK", "running", latency)])
+        self._output_publishers["diagnostics"].publish(bytes(self.store.serialize_cdr(out.msg, out.msgtype)))
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    return run(ObserverNode, NODE_NAME, args)
+

@@ -1,0 +1,278 @@
+"""The observer node with real rclpy and DDS: sensor messages in, estimates out, the same numbers as
+``state-observer process`` on the same bag, and bad input that is dropped, counted and survived."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.ros
+
+DURATION_S = 8.0
+
+
+@pytest.fixture(scope="module")
+def circle_bag(tmp_path_factory) -> Path:
+    """8 s of the steady circle from the simulator, with ground truth."""
+    from state_observer.io.record import simulate_command
+
+    out = tmp_path_factory.mktemp("bags") / "circle"
+    assert simulate_command("steady_circle", out, duration_s=DURATION_S, seed=3) == 0
+    return out
+
+
+def _datum(bag: Path) -> tuple:
+    from state_observer.io.bag import custom_data
+    from state_observer.io.record import DATUM_KEY
+
+    return tuple(float(v) for v in custom_data(bag)[DATUM_KEY].split())
+
+
+def _overrides(bag: Path, **extra) -> list:
+    from rclpy.parameter import Parameter
+
+    lat, lon, alt = _datum(bag)
+    values = {"datum.use": True, "datum.latitude_deg": lat, "datum.longitude_deg": lon, "datum.altitude_m": alt,
+              "rates.diagnostics_hz": 20.0, **extra}
+    return [Parameter(k, value=v) for k, v in values.items()]
+
+
+class Feeder:
+    """Publishes CDR messages to the node one at a time and spins until the node has taken each."""
+
+    def __init__(self, ros, node):
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        from state_observer.io.convert import SENSOR_MSGTYPES, SENSOR_TOPICS
+        from state_observer.ros.common import message_class
+
+        self.ros, self.node = ros, node
+        self.pub_node = ros.node("feeder")
+        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        self.publishers = {k: self.pub_node.create_publisher(message_class(SENSOR_MSGTYPES[k]), SENSOR_TOPICS[k], qos) for k in SENSOR_TOPICS}
+        self.kind_of_topic = {t: k for k, t in SENSOR_TOPICS.items()}
+        assert ros.spin_until(lambda: all(p.get_subscription_count() > 0 for p in self.publishers.values()))
+
+    def received(self) -> int:
+        return sum(c["received"] for c in self.node.pipeline.observer.counters.values())
+
+    def send(self, kind: str, data: bytes) -> None:
+        before = self.received()
+        self.publishers[kind].publish(data)
+        assert self.ros.spin_until(lambda: self.received() > before), f"the node did not take the {kind} message"
+
+    def send_msg(self, kind: str, msg) -> None:
+        from state_observer.io.convert import SENSOR_MSGTYPES
+
+        self.send(kind, bytes(self.node.store.serialize_cdr(msg, SENSOR_MSGTYPES[kind])))
+
+    def play(self, bag: Path) -> int:
+        from state_observer.io.bag import read_raw
+
+        n = 0
+        for topic, _, _, data in read_raw(bag, list(self.kind_of_topic)):
+            self.send(self.kind_of_topic[topic], data)
+            n += 1
+        return n
+
+
+class Collector:
+    """Every message the node publishes, decoded, per output kind."""
+
+    def __init__(self, ros, node):
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS
+        from state_observer.ros.common import message_class
+
+        self.messages = {k: [] for k in OUTPUT_TOPICS}
+        sub = ros.node("collector")
+        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        for kind, topic in OUTPUT_TOPICS.items():
+            msgtype = OUTPUT_MSGTYPES[kind]
+            sub.create_subscription(message_class(msgtype), topic,
+                                    lambda data, k=kind, t=msgtype: self.messages[k].append(node.store.deserialize_cdr(data, t)), qos, raw=True)
+
+
+def _stamp(msg) -> int:
+    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+
+
+def test_node_matches_process_and_follows_rep_103_105(ros, circle_bag, tmp_path):
+    from state_observer.io.bag import read_messages
+    from state_observer.process import load_config, process_bag
+    from state_observer.ros.observer_node import ObserverNode
+
+    node = ObserverNode(context=ros.context, parameter_overrides=_overrides(circle_bag))
+    ros.executor.add_node(node)
+    ros._nodes.append(node)
+    collector = Collector(ros, node)
+    feeder = Feeder(ros, node)
+    n = feeder.play(circle_bag)
+    assert ros.spin_until(lambda: len(collector.messages["diagnostics"]) >= 2)
+    odometry = collector.messages["odometry"]
+    assert n > 3000 and len(odometry) > 1000
+
+    # the same configuration offline
+    lat, lon, alt = _datum(circle_bag)
+    config = load_config(None, **{"datum.use": True, "datum.latitude_deg": lat, "datum.longitude_deg": lon, "datum.altitude_m": alt})
+    process_bag(circle_bag, tmp_path / "out", config, report=False)
+    offline = {kind: [m for t, _, m in read_messages(tmp_path / "out" / "bag", [topic])]
+               for kind, topic in (("odometry", "/state_observer/odometry"), ("tire_forces", "/state_observer/tire_forces"),
+                                   ("parameters", "/state_observer/parameters"))}
+    assert [_stamp(m) for m in odometry] == [_stamp(m) for m in offline["odometry"]]
+    for a, b in zip(odometry, offline["odometry"]):
+        assert a.pose.pose.position.x == b.pose.pose.position.x and a.twist.twist.linear.x == b.twist.twist.linear.x
+        np.testing.assert_array_equal(a.pose.covariance, b.pose.covariance)
+    for kind in ("tire_forces", "parameters"):
+        assert len(collector.messages[kind]) == len(offline[kind]) > 10
+    assert collector.messages["tire_forces"][-1].wheels[2].fz_n == offline["tire_forces"][-1].wheels[2].fz_n
+
+    # REP-105 frames, REP-103 covariance layout (6x6 row-major, symmetric, positive diagonal)
+    last = odometry[-1]
+    assert (last.header.frame_id, last.child_frame_id) == ("odom", "base_link")
+    for cov in (np.reshape(last.pose.covariance, (6, 6)), np.reshape(last.twist.covariance, (6, 6))):
+        np.testing.assert_allclose(cov, cov.T, atol=1e-15)
+        assert np.all(np.diag(cov) > 0) and np.all(np.linalg.eigvalsh(cov) > -1e-12)
+    # stamps are sensor time on the model grid: 4 ms steps, increasing
+    stamps = np.array([_stamp(m) for m in odometry])
+    assert np.all(np.diff(stamps) > 0) and np.all(np.diff(stamps) % 4_000_000 == 0)
+    forces = collector.messages["tire_forces"][-1]
+    assert forces.header.frame_id == "base_link" and [w.name for w in forces.wheels] == ["fl", "fr", "rl", "rr"]
+    assert 1000 < sum(w.fz_n for w in forces.wheels) / 9.81 < 2500  # the car's weight
+    params = collector.messages["parameters"][-1]
+    assert params.estimator == "spi_reduced" and params.mass_sigma_kg > 0
+    # the estimate is close to the truth of the simulation (8 s: the filter is still settling)
+    truth = {_stamp(m): m for _, _, m in read_messages(circle_bag, ["/truth/odometry"])}
+    errors = [math.hypot(m.pose.pose.position.x - truth[_stamp(m)].pose.pose.position.x,
+                         m.pose.pose.position.y - truth[_stamp(m)].pose.pose.position.y) for m in odometry if _stamp(m) in truth]
+    assert len(errors) > 1000 and float(np.sqrt(np.mean(np.square(errors[-500:])))) < 1.5
+    assert collector.messages["markers"] and collector.messages["path"][-1].header.frame_id == "odom"
+    names = {s.name for s in collector.messages["diagnostics"][-1].status}
+    assert {"state_observer: observer", "state_observer: imu", "state_observer: gnss_fix", "state_observer: node"} <= names
+    assert node.latency_statistics()["count"] > 1000
+
+
+def _imu(store, stamp_ns, frame="imu_link", gyro=(0.0, 0.0, 0.0), accel=(0.0, 0.0, 9.81), cov=0.0001):
+    from state_observer.io.convert import imu_to_msg
+    from state_observer.sensors.samples import ImuSample
+
+    return imu_to_msg(ImuSample(stamp_ns, stamp_ns, frame, np.array(gyro, float), np.array(accel, float), math.sqrt(cov), math.sqrt(cov)), store)
+
+
+def test_bad_input_is_dropped_counted_and_survived(ros, circle_bag):
+    """NaN fields, NO_FIX, zero and -1 covariances, a foreign IMU frame, missing and wrong wheel joints,
+    duplicated and out-of-order stamps and a time jump: the node keeps running, says what it dropped, and
+    keeps publishing for the good messages."""
+    from state_observer.io.bag import read_raw
+    from state_observer.io.convert import SENSOR_TOPICS
+    from state_observer.ros.observer_node import ObserverNode
+
+    node = ObserverNode(context=ros.context, parameter_overrides=_overrides(circle_bag))
+    ros.executor.add_node(node)
+    ros._nodes.append(node)
+    collector = Collector(ros, node)
+    feeder = Feeder(ros, node)
+    store = node.store
+    types = store.types
+    kinds = {t: k for k, t in SENSOR_TOPICS.items()}
+    messages = [(kinds[t], store.deserialize_cdr(d, ty)) for t, ty, _, d in read_raw(circle_bag, list(kinds))]
+    half = len(messages) // 2
+    for kind, msg in messages[:half]:
+        feeder.send_msg(kind, msg)
+    observer = node.pipeline.observer
+    assert observer.started
+    n_odometry = len(collector.messages["odometry"])
+    t = observer.t_ns + 1_000_000
+    imu_nan = _imu(store, t, gyro=(math.nan, 0.0, 0.0), accel=(math.nan, 0.0, 9.81))
+    feeder.send_msg("imu", imu_nan)
+    imu_minus_one = _imu(store, t + 100_000)
+    imu_minus_one.angular_velocity_covariance = np.array([-1.0] + [0.0] * 8)  # "not provided": unusable
+    imu_minus_one.linear_acceleration_covariance = np.array([-1.0] + [0.0] * 8)
+    feeder.send_msg("imu", imu_minus_one)
+    feeder.send_msg("imu", _imu(store, t + 200_000, frame="some_other_frame"))
+    last_fix = next(m for k, m in reversed(messages[:half]) if k == "gnss_fix")
+    no_fix = store.deserialize_cdr(store.serialize_cdr(last_fix, "sensor_msgs/msg/NavSatFix"), "sensor_msgs/msg/NavSatFix")
+    no_fix.status.status = -1
+    no_fix.header.stamp = types["builtin_interfaces/msg/Time"](sec=t // 10**9, nanosec=t % 10**9)
+    feeder.send_msg("gnss_fix", no_fix)
+    zero_cov = store.deserialize_cdr(store.serialize_cdr(no_fix, "sensor_msgs/msg/NavSatFix"), "sensor_msgs/msg/NavSatFix")
+    zero_cov.status.status = 0
+    zero_cov.position_covariance = np.zeros(9)
+    zero_cov.position_covariance_type = 0
+    zero_cov.header.stamp.nanosec = (t + 300_000) % 10**9
+    feeder.send_msg("gnss_fix", zero_cov)
+    joint = types["sensor_msgs/msg/JointState"]
+    header = types["std_msgs/msg/Header"](stamp=types["builtin_interfaces/msg/Time"](sec=t // 10**9, nanosec=(t + 400_000) % 10**9), frame_id="")
+    feeder.send_msg("wheels", joint(header=header, name=["front_left", "front_right"], position=np.zeros(2), velocity=np.zeros(2), effort=np.zeros(0)))
+    feeder.send_msg("wheels", joint(header=header, name=["wheel_fl_joint"], position=np.zeros(0), velocity=np.array([math.nan]), effort=np.zeros(0)))
+    # duplicated and out-of-order stamps: the second half of the bag with every 50th message sent twice and
+    # pairs swapped
+    rest = messages[half:]
+    for i in range(0, len(rest) - 1, 40):
+        rest[i], rest[i + 1] = rest[i + 1], rest[i]
+    for i, (kind, msg) in enumerate(rest):
+        feeder.send_msg(kind, msg)
+        if i % 50 == 0:
+            feeder.send_msg(kind, msg)
+    assert len(collector.messages["odometry"]) > n_odometry + 500  # kept publishing
+    counters = observer.counters
+    assert counters["imu"]["dropped: not finite"] == 2  # NaN values, and covariances -1 ("not provided")
+    assert any("not the vehicle's IMU frame" in key for key in counters["imu"])
+    assert counters["gnss_fix"]["dropped: no fix"] == 1
+    assert counters["gnss_fix"]["covariance replaced by the configured sigma"] >= 1
+    assert any("none of the wheel joints" in key for key in counters["wheels"])
+    assert sum(c["dropped: duplicate stamp"] for c in counters.values()) == len(range(0, len(rest), 50))
+    # a time jump back (a looping bag): the observer resets and starts again from the first fixes
+    resets = observer.n_resets
+    for kind, msg in messages[:400]:
+        feeder.send_msg(kind, msg)
+    assert observer.n_resets == resets + 1 and observer.started
+    assert any("time jumped back" in e for e in observer.events)
+    # and everything dropped is named in /diagnostics
+    assert ros.spin_until(lambda: any(any(kv.key == "dropped: no fix" for kv in s.values)
+                                      for s in collector.messages["diagnostics"][-1].status) if collector.messages["diagnostics"] else False)
+    odometry = collector.messages["odometry"][-1]
+    assert all(math.isfinite(v) for v in (odometry.pose.pose.position.x, odometry.twist.twist.linear.x))
+
+
+def test_reset_service_restarts_the_observer(ros, circle_bag):
+    from state_observer.ros.common import message_class
+    from state_observer.ros.observer_node import ObserverNode
+
+    node = ObserverNode(context=ros.context, parameter_overrides=_overrides(circle_bag))
+    ros.executor.add_node(node)
+    ros._nodes.append(node)
+    feeder = Feeder(ros, node)
+    from state_observer.io.bag import read_raw
+
+    for i, (topic, _, _, data) in enumerate(read_raw(circle_bag, list(feeder.kind_of_topic))):
+        feeder.send(feeder.kind_of_topic[topic], data)
+        if i > 500:
+            break
+    assert node.pipeline.observer.started
+    Reset = message_class("state_observer/srv/Reset")
+    client = feeder.pub_node.create_client(Reset, "/observer_node/reset")
+    assert ros.spin_until(client.service_is_ready)
+    future = client.call_async(Reset.Request())
+    assert ros.spin_until(future.done)
+    assert future.result().success and not node.pipeline.observer.started
+    assert node.pipeline.observer.events[-1] == "reset: reset service call"
+
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("dt_s", 0.5, "parameter dt_s: must be within"),
+    ("observer", "kalman", "parameter observer: must be one of"),
+    ("topics.imu", 3, "parameter topics.imu: must be a string"),
+    ("vehicle_file", "/nonexistent/vehicle.yaml", "vehicle_file"),
+    ("solver_backend", "pynq", "parameter solver_backend"),
+])
+def test_invalid_parameter_stops_the_node_with_one_line(ros_environment, name, value, expected, capsys):
+    from state_observer.ros.observer_node import main
+
+    text = value if isinstance(value, str) else repr(value)
+    code = main(["observer_node", "--ros-args", "-p", f"{name}:={text}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and err[0].startswith("observer_node: error: ") and expected in err[0], err
