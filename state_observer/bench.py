@@ -184,9 +184,76 @@ def road_benchmarks(sim_seconds: float, repeats: int) -> dict:
     return {"mesh_road_build_ms_200m_1m": round(build_s * 1e3, 1), "mesh_road_contact_us_4_wheels": round(best * 1e6, 1)}
 
 
+def product_benchmarks(sim_seconds: float, repeats: int) -> dict:
+    """The ROS product on a simulated steady circle (20 s; 3 s with --quick): ``process_rtf``, offline
+    processing by ``state-observer process`` (reading the bag, the observer, building and writing every
+    output message; model set-up and report excluded), and ``node_latency_p99_ms``, the observer node's
+    time from taking an IMU message to having published its estimate, with the bag played in real time
+    (200 Hz IMU) through rclpy/DDS on localhost in a private domain.  Without rclpy only the first."""
+    import tempfile
+
+    from state_observer.io.record import simulate_command
+    from state_observer.process import load_config, process_bag
+
+    duration = 20.0 if sim_seconds >= 10.0 else 3.0
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        bag = Path(tmp) / "circle"
+        with open(os.devnull, "w") as quiet:
+            if simulate_command("steady_circle", bag, duration_s=duration, seed=0, stdout=quiet, stderr=quiet) != 0:
+                raise RuntimeError("bench: could not simulate the bag")
+        summary = process_bag(bag, Path(tmp) / "processed", load_config(), report=False)
+        out["process_rtf"] = round(summary["timing"]["real-time factor"], 1)
+        try:
+            import rclpy  # noqa: F401
+
+            from state_observer.ros.observer_node import ObserverNode  # noqa: F401
+        except ImportError as exc:
+            print(f"bench: no rclpy ({exc}): node latency not measured", file=sys.stderr)
+            return out
+        out.update(_node_latency(bag))
+    return out
+
+
+def _node_latency(bag: Path) -> dict:
+    """Play ``bag`` in real time into an observer node (both in this process, one executor thread for the
+    node, the player's own thread); the node's IMU-to-estimate latency statistics."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    from state_observer.ros.bag_player import BagPlayer
+    from state_observer.ros.observer_node import ObserverNode
+
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=150 + os.getpid() % 80)
+    executor = SingleThreadedExecutor(context=context)
+    try:
+        node = ObserverNode(context=context)
+        executor.add_node(node)
+        player = BagPlayer(context=context, parameter_overrides=[
+            Parameter("bag", value=str(bag)), Parameter("rate", value=1.0), Parameter("wait_for_subscribers_s", value=10.0),
+            Parameter("topics", value=["/imu/data", "/gps/fix", "/gps/vel", "/wheel_states", "/steering_state"])])
+        executor.add_node(player)
+        while not player.done:
+            executor.spin_once(timeout_sec=0.05)
+        for _ in range(20):
+            executor.spin_once(timeout_sec=0.01)
+        stats = node.latency_statistics()
+        for n in (player, node):
+            executor.remove_node(n)
+            n.destroy_node()
+    finally:
+        executor.shutdown()
+        rclpy.shutdown(context=context)
+    return {"node_latency_p50_ms": round(stats["p50_ms"], 3), "node_latency_p99_ms": round(stats["p99_ms"], 3),
+            "node_latency_max_ms": round(stats["max_ms"], 3), "node_latency_imu_messages": stats["count"]}
+
+
 BENCHMARKS: dict[str, Callable[[float, int], dict]] = {"linkages": linkage_benchmarks, "detailed_vehicle": detailed_vehicle_benchmarks,
                                                        "observers": observer_benchmarks, "linkage_filters": linkage_filter_benchmarks,
-                                                       "road": road_benchmarks}
+                                                       "road": road_benchmarks, "product": product_benchmarks}
 
 
 def run(quick: bool = False) -> dict:

@@ -307,18 +307,21 @@ def test_player_skips_a_type_rclpy_does_not_know(ros, launch, tmp_path, capfd):
 
 
 @pytest.mark.ros
-@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
-def test_recorder_writes_what_the_player_plays(ros, launch, tmp_path, storage):
+@pytest.mark.parametrize("storage, sim_time", [("sqlite3", False), ("mcap", True)])
+def test_recorder_writes_what_the_player_plays(ros, launch, tmp_path, storage, sim_time):
     from state_observer.ros.bag_player import BagPlayer
     from state_observer.ros.bag_recorder import BagRecorder
 
     messages = write_bag(tmp_path / "bag")
+    first, last = messages[0][2], messages[-1][2]
     want = by_topic(messages)
     # Types discovered from the graph: the recorder subscribes once the player's topics appear,
-    # and the player waits for those subscriptions.
-    recorder = launch(BagRecorder, output=str(tmp_path / "out"), topics=sorted(want), storage=storage)
+    # and the player waits for those subscriptions. With use_sim_time the recorder's clock is
+    # the player's /clock, which only starts with the playback.
+    recorder = launch(BagRecorder, output=str(tmp_path / "out"), topics=sorted(want), storage=storage,
+                      use_sim_time=sim_time)
     player = launch(BagPlayer, bag=str(tmp_path / "bag"), rate=10.0, wait_for_subscribers_s=15.0,
-                    publish_clock=False)
+                    publish_clock=sim_time)
     assert ros.spin_until(lambda: player.done and recorder.counts == {t: len(d) for t, d in want.items()}), \
         f"recorded {recorder.counts}"
     assert recorder.types == {topic: msgtype for topic, msgtype, _, _ in messages}
@@ -328,7 +331,11 @@ def test_recorder_writes_what_the_player_plays(ros, launch, tmp_path, storage):
     recorded = list(read_raw(tmp_path / "out"))
     assert by_topic(recorded) == want
     log_times = [log_ns for _, _, log_ns, _ in recorded]
-    assert log_times == sorted(log_times) and log_times[0] > EPOCH  # receive times (now)
+    assert log_times == sorted(log_times)
+    if sim_time:  # receive time on /clock: bag time (0 before the first /clock arrived)
+        assert first <= log_times[-1] <= last
+    else:  # receive time on the system clock
+        assert log_times[0] > EPOCH and log_times[-1] > last
     decoded = list(read_messages(tmp_path / "out"))
     assert len(decoded) == len(messages)
     assert {msg.__msgtype__ for _, _, msg in decoded} == set(recorder.types.values())

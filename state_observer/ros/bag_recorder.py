@@ -22,6 +22,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Sequence
 
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -103,7 +104,9 @@ class BagRecorder(Node):
                 self._subscribe(topic, msgtype)
         self._timer = None
         if self._pending:
-            self._timer = self.create_timer(DISCOVERY_PERIOD_S, self._discover)
+            # On the steady clock: with use_sim_time, ROS time stands still until /clock comes.
+            self._timer = self.create_timer(DISCOVERY_PERIOD_S, self._discover,
+                                            clock=Clock(clock_type=ClockType.STEADY_TIME))
             self._discover()
         self.get_logger().info(f"recording {len(pending)} topic(s) to {output} ({storage})")
 

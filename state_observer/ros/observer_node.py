@@ -187,3 +187,7 @@ class ObserverNode(Node):
 def main(args: Sequence[str] | None = None) -> int:
     return run(ObserverNode, NODE_NAME, args)
 
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
