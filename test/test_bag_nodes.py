@@ -67,19 +67,26 @@ def write_bag(path, *, storage="sqlite3", note=False):
             t = EPOCH + k * 50 * MS
             msg = params(header=header(stamp=time(sec=t // 10**9, nanosec=t % 10**9), frame_id="base_link"),
                          mass_kg=1600.0 + k, mass_sigma_kg=40.0, friction_coefficient=0.9,
-                         friction_sigma=0.05, converged=k > 4, estimator="spi")
+                         friction_sigma=0.05, converged=k > 4, estimator="spi" if k % 2 else "truth")
             writer.write("/parameters", convert.VEHICLE_PARAMETERS, msg, t + MS)
             if note:
                 writer.write("/note", NOTE, store.types[NOTE](text=f"note {k}"), t + 2 * MS)
     return list(read_raw(path))
 
 
-def by_topic(messages):
-    """{topic: [data, ...]} in bag order."""
+def by_topic(messages, wire=False):
+    """{topic: [data, ...]} in bag order; with ``wire`` as subscribers receive them."""
     out = {}
     for topic, _, _, data in messages:
-        out.setdefault(topic, []).append(data)
+        out.setdefault(topic, []).append(on_the_wire(data) if wire else data)
     return out
+
+
+def on_the_wire(data):
+    """The bytes a subscriber receives for published CDR ``data``: DDS (Fast DDS) carries the
+    serialised payload zero-padded to a multiple of 4 bytes. The player publishes the bag's
+    bytes unchanged; a VehicleParameters with estimator "truth" is 74 bytes in the bag."""
+    return data + b"\0" * (-len(data) % 4)
 
 
 # --- io: raw reading and writing (no ROS) ------------------------------------------------------
@@ -244,7 +251,8 @@ def test_player_publishes_the_bag_bytes_in_order_with_clock(ros, launch, tmp_pat
     assert player.error is None and player.skipped == {}
 
     # Every message, bytes unchanged, in bag order per topic (duplicates and old stamps included).
-    assert listener.data == by_topic(messages)
+    assert any(len(data) % 4 for _, _, _, data in messages)  # some get padded on the wire
+    assert listener.data == by_topic(messages, wire=True)
     assert player.counts == {topic: len(d) for topic, d in by_topic(messages).items()}
     assert player.stats.passes == 1
 
@@ -267,7 +275,7 @@ def test_player_loop_repeats_and_clock_jumps_back(ros, launch, tmp_path):
     listener = Listener(ros.node("listener"), messages)
     player = launch(BagPlayer, bag=str(tmp_path / "bag"), rate=10.0, loop=True,
                     wait_for_subscribers_s=15.0)
-    want = by_topic(messages)
+    want = by_topic(messages, wire=True)
 
     def jumps():
         clock = listener.clock
@@ -301,7 +309,7 @@ def test_player_skips_a_type_rclpy_does_not_know(ros, launch, tmp_path, capfd):
     played = [m for m in messages if m[0] != "/note"]
     assert ros.spin_until(lambda: player.done and listener.count == len(played))
     assert player.skipped == {"/note": NOTE}
-    assert listener.data == by_topic(played) and "/note" not in player.counts
+    assert listener.data == by_topic(played, wire=True) and "/note" not in player.counts
     warnings = [line for line in capfd.readouterr().err.splitlines() if "/note" in line]
     assert len(warnings) == 1 and NOTE in warnings[0] and "WARN" in warnings[0]
 
@@ -329,7 +337,7 @@ def test_recorder_writes_what_the_player_plays(ros, launch, tmp_path, storage, s
     assert recorder.done and recorder.error is None
 
     recorded = list(read_raw(tmp_path / "out"))
-    assert by_topic(recorded) == want
+    assert by_topic(recorded) == by_topic(messages, wire=True)  # as received
     log_times = [log_ns for _, _, log_ns, _ in recorded]
     assert log_times == sorted(log_times)
     if sim_time:  # receive time on /clock: bag time (0 before the first /clock arrived)
@@ -441,7 +449,7 @@ def test_recorder_executable_keeps_everything_on_a_signal(ros, tmp_path, signum)
             process.wait()
     assert process.returncode == 0, stderr
     assert "Traceback" not in stderr
-    assert [data for _, _, _, data in read_raw(out)] == [data for _, _, _, data in messages]
+    assert [data for _, _, _, data in read_raw(out)] == [on_the_wire(data) for _, _, _, data in messages]
     info = yaml.safe_load((out / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     assert info["message_count"] == len(messages)
     assert os.listdir(out)

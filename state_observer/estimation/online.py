@@ -194,6 +194,8 @@ class OnlineObserver:
         self.datum: LocalENU | None = LocalENU(*s.datum) if s.datum is not None else None
         self.started = False
         self.t_ns: int | None = None  # model time
+        self._version = getattr(self, "_version", 0) + 1  # changes with the model state: keys the output caches
+        self._cache: dict = {}
         self._queue: list[_Pending] = []
         self._late: list[_Pending] = []
         self._order = 0
@@ -369,6 +371,7 @@ class OnlineObserver:
         self.vehicle.mu = mu
         self.filter.start(speed, yaw, (float(xy[0]), float(xy[1])), t=stamp_ns * 1e-9)
         self.t_ns = int(stamp_ns)
+        self._version += 1
         self._t0_s = self.vehicle.solver.t
         self.started = True
         self.events.append(f"started at {stamp_ns * 1e-9:.3f} s: x {xy[0]:.2f} m, y {xy[1]:.2f} m, yaw {math.degrees(yaw):.1f} deg, {speed:.2f} m/s")
@@ -399,6 +402,7 @@ class OnlineObserver:
             self._update(pending.sample, (end - pending.stamp_ns) * 1e-9)
         self.filter.correct()
         self.t_ns = end
+        self._version += 1
         return True
 
     def _update(self, sample, age_s: float) -> None:
@@ -437,10 +441,24 @@ class OnlineObserver:
             count["applied" if accepted else "rejected by the gate"] += 1
 
     # ----- output ---------------------------------------------------------------------------------------
+    def _cached(self, key: str, make):
+        """``make()``, computed once per model state."""
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == self._version:
+            return hit[1]
+        value = make()
+        self._cache[key] = (self._version, value)
+        return value
+
     def odometry(self) -> Odometry | None:
         """Pose, twist and their covariances at the current model time (cheap: for every IMU message)."""
-        if not self.started:
-            return None
+        return self._cached("odometry", self._odometry) if self.started else None
+
+    def estimate(self) -> ObserverEstimate | None:
+        """The full estimate at the current model time (None before the start)."""
+        return self._cached("estimate", self._estimate) if self.started else None
+
+    def _odometry(self) -> Odometry:
         f, v = self.filter, self.vehicle
         P = f.P
         n = P.shape[0] // f.levels
@@ -463,11 +481,8 @@ class OnlineObserver:
         # taken as such)
         return Odometry(int(self.t_ns), position, q, v_body, w_body, _symmetric(P[:6, :6]), _symmetric(twist))
 
-    def estimate(self) -> ObserverEstimate | None:
-        """The full estimate at the current model time (None before the start)."""
+    def _estimate(self) -> ObserverEstimate:
         odometry = self.odometry()
-        if odometry is None:
-            return None
         f = self.filter
         state = self.vehicle.truth()
         mass_sigma = friction_sigma = 0.0
