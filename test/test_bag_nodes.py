@@ -6,7 +6,6 @@ No assertion depends on how fast the machine is: timing is checked as order only
 """
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 from pathlib import Path
@@ -74,19 +73,25 @@ def write_bag(path, *, storage="sqlite3", note=False):
     return list(read_raw(path))
 
 
-def by_topic(messages, wire=False):
-    """{topic: [data, ...]} in bag order; with ``wire`` as subscribers receive them."""
+def by_topic(messages):
+    """{topic: [data, ...]} in bag order."""
     out = {}
     for topic, _, _, data in messages:
-        out.setdefault(topic, []).append(on_the_wire(data) if wire else data)
+        out.setdefault(topic, []).append(data)
     return out
 
 
-def on_the_wire(data):
-    """The bytes a subscriber receives for published CDR ``data``: DDS (Fast DDS) carries the
-    serialised payload zero-padded to a multiple of 4 bytes. The player publishes the bag's
-    bytes unchanged; a VehicleParameters with estimator "truth" is 74 bytes in the bag."""
-    return data + b"\0" * (-len(data) % 4)
+def same_bytes(received, sent):
+    """{topic: [data]} ``received`` holds ``sent`` (the bag's bytes): same topics and counts, and
+    each message the same bytes, or the same bytes zero-padded to a multiple of 4: Fast DDS pads
+    the serialised payload between processes (not within one). The player publishes the bag's
+    bytes unchanged."""
+    def same(r, s):
+        return r == s or r == s + b"\0" * (-len(s) % 4)
+
+    return (received.keys() == sent.keys()
+            and all(len(received[t]) == len(sent[t]) and all(map(same, received[t], sent[t]))
+                    for t in sent))
 
 
 # --- io: raw reading and writing (no ROS) ------------------------------------------------------
@@ -251,8 +256,8 @@ def test_player_publishes_the_bag_bytes_in_order_with_clock(ros, launch, tmp_pat
     assert player.error is None and player.skipped == {}
 
     # Every message, bytes unchanged, in bag order per topic (duplicates and old stamps included).
-    assert any(len(data) % 4 for _, _, _, data in messages)  # some get padded on the wire
-    assert listener.data == by_topic(messages, wire=True)
+    assert any(len(data) % 4 for _, _, _, data in messages)  # some can get padded on the way
+    assert same_bytes(listener.data, by_topic(messages))
     assert player.counts == {topic: len(d) for topic, d in by_topic(messages).items()}
     assert player.stats.passes == 1
 
@@ -275,7 +280,7 @@ def test_player_loop_repeats_and_clock_jumps_back(ros, launch, tmp_path):
     listener = Listener(ros.node("listener"), messages)
     player = launch(BagPlayer, bag=str(tmp_path / "bag"), rate=10.0, loop=True,
                     wait_for_subscribers_s=15.0)
-    want = by_topic(messages, wire=True)
+    want = by_topic(messages)
 
     def jumps():
         clock = listener.clock
@@ -288,13 +293,30 @@ def test_player_loop_repeats_and_clock_jumps_back(ros, launch, tmp_path):
 
     for topic, data in listener.data.items():  # the bag, again and again
         passes = -(-len(data) // len(want[topic]))
-        assert data == (want[topic] * passes)[:len(data)]
+        assert same_bytes({topic: data}, {topic: (want[topic] * passes)[:len(data)]})
     clock = listener.clock
     assert 2 <= len(jumps()) <= player.passes - 1
     midpoint = (first + last) // 2
     for k in jumps():  # from the end of a pass back to its start, nowhere else
         assert clock[k - 1] > midpoint and clock[k] < midpoint
     assert min(clock) >= first and max(clock) <= last
+
+
+@pytest.mark.ros
+def test_player_start_offset_and_topic_selection(ros, launch, tmp_path):
+    from state_observer.ros.bag_player import BagPlayer
+
+    messages = write_bag(tmp_path / "bag")
+    first = messages[0][2]
+    chosen = [m for m in messages if m[0] in ("/imu/data", "/parameters") and m[2] >= first + 200 * MS]
+    listener = Listener(ros.node("listener"), messages)
+    player = launch(BagPlayer, bag=str(tmp_path / "bag"), rate=10.0, start_offset_s=0.2,
+                    topics=["/imu/data", "/parameters"], wait_for_subscribers_s=15.0)
+    assert ros.spin_until(lambda: player.done and listener.count == len(chosen)
+                          and listener.clock and listener.clock[-1] == chosen[-1][2])
+    assert same_bytes({t: d for t, d in listener.data.items() if d}, by_topic(chosen))
+    assert player.origin_ns == first + 200 * MS
+    assert min(listener.clock) >= player.origin_ns and listener.clock == sorted(listener.clock)
 
 
 @pytest.mark.ros
@@ -309,7 +331,7 @@ def test_player_skips_a_type_rclpy_does_not_know(ros, launch, tmp_path, capfd):
     played = [m for m in messages if m[0] != "/note"]
     assert ros.spin_until(lambda: player.done and listener.count == len(played))
     assert player.skipped == {"/note": NOTE}
-    assert listener.data == by_topic(played, wire=True) and "/note" not in player.counts
+    assert same_bytes(listener.data, by_topic(played)) and "/note" not in player.counts
     warnings = [line for line in capfd.readouterr().err.splitlines() if "/note" in line]
     assert len(warnings) == 1 and NOTE in warnings[0] and "WARN" in warnings[0]
 
@@ -337,7 +359,7 @@ def test_recorder_writes_what_the_player_plays(ros, launch, tmp_path, storage, s
     assert recorder.done and recorder.error is None
 
     recorded = list(read_raw(tmp_path / "out"))
-    assert by_topic(recorded) == by_topic(messages, wire=True)  # as received
+    assert same_bytes(by_topic(recorded), want)  # as received
     log_times = [log_ns for _, _, log_ns, _ in recorded]
     assert log_times == sorted(log_times)
     if sim_time:  # receive time on /clock: bag time (0 before the first /clock arrived)
@@ -427,15 +449,17 @@ def test_recorder_executable_keeps_everything_on_a_signal(ros, tmp_path, signum)
 
     from state_observer.ros.common import message_class
 
-    messages = [m for m in write_bag(tmp_path / "bag") if m[0] == "/imu/data"]
+    messages = [m for m in write_bag(tmp_path / "bag") if m[0] == "/parameters"]
+    assert any(len(data) % 4 for _, _, _, data in messages)  # some get padded between processes
     out = tmp_path / "out"
     process = subprocess.Popen([executable("bag_recorder"), "--ros-args", "-p", f"output:={out}",
-                                "-p", "topics:=[/imu/data]", "-p", f"types:=[{convert.IMU}]",
+                                "-p", "topics:=[/parameters]", "-p", f"types:=[{convert.VEHICLE_PARAMETERS}]",
                                 "-p", "storage:=mcap"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         publisher = ros.node("source").create_publisher(
-            message_class(convert.IMU), "/imu/data", QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+            message_class(convert.VEHICLE_PARAMETERS), "/parameters",
+            QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
         assert ros.spin_until(lambda: publisher.get_subscription_count() > 0 or process.poll() is not None)
         assert process.poll() is None
         for _, _, _, data in messages:
@@ -449,7 +473,7 @@ def test_recorder_executable_keeps_everything_on_a_signal(ros, tmp_path, signum)
             process.wait()
     assert process.returncode == 0, stderr
     assert "Traceback" not in stderr
-    assert [data for _, _, _, data in read_raw(out)] == [on_the_wire(data) for _, _, _, data in messages]
+    assert same_bytes(by_topic(read_raw(out)), by_topic(messages))
+    assert [msg.mass_kg for _, _, msg in read_messages(out)] == [1600.0 + k for k in range(len(messages))]
     info = yaml.safe_load((out / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     assert info["message_count"] == len(messages)
-    assert os.listdir(out)

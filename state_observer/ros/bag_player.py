@@ -17,8 +17,8 @@ at the last log time played.
 
 With ``loop``, playback restarts ``LOOP_GAP_S`` after the bag's last log time is reached:
 ``/clock`` then jumps back to ``origin_ns`` and the messages repeat with their recorded
-stamps. Consumers must treat a backwards time jump as a restart (rclpy time jump callbacks;
-the observer node resets on it).
+stamps. Consumers must handle that backwards jump of time and stamps (e.g. reset on it; rclpy
+offers time jump callbacks); the observer node has to.
 
 Sensor topics are published RELIABLE, VOLATILE, KEEP_LAST(``qos_depth``): they match
 reliable and best-effort volatile subscribers (not TRANSIENT_LOCAL ones). A topic whose
@@ -26,6 +26,7 @@ message type has no importable rclpy package is skipped with one warning.
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rosgraph_msgs.msg import Clock
 
 from state_observer.io import bag as bagio
 from state_observer.io.bag import IoError, read_raw
@@ -48,7 +50,7 @@ CLOCK_QOS = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
 _NS = 1_000_000_000
 
 
-# --- plain functions (no rclpy) ----------------------------------------------------------
+# --- plain functions (no rclpy calls) ----------------------------------------------------------
 
 class BagInfo(NamedTuple):
     """What playback needs to know before reading the messages."""
@@ -125,8 +127,8 @@ def play(read: Callable[[], Iterable[tuple[str, int, bytes]]], origin_ns: int, e
                 if value > clock_ns:
                     publish_clock(value)
                     clock_ns = value
-                while next_tick <= now:  # on the tick grid; missed ticks are skipped
-                    next_tick += clock_period_s
+                # Next tick on the grid start + k * period; missed ticks are skipped.
+                next_tick += (math.floor((now - next_tick) / clock_period_s) + 1) * clock_period_s
                 continue
             if now >= due:
                 return True
@@ -235,7 +237,6 @@ class BagPlayer(Node):
             self._publishers_by_topic[topic] = self.create_publisher(cls, topic, qos)
         self._clock_publisher = None
         if self.publish_clock:
-            from rosgraph_msgs.msg import Clock
             self._clock_publisher = self.create_publisher(Clock, "/clock", CLOCK_QOS)
 
         self.counts: dict[str, int] = {}
@@ -273,8 +274,6 @@ class BagPlayer(Node):
         self.counts[topic] = self.counts.get(topic, 0) + 1
 
     def _publish_clock(self, t_ns: int) -> None:
-        from rosgraph_msgs.msg import Clock
-
         msg = Clock()
         msg.clock.sec, msg.clock.nanosec = divmod(t_ns, _NS)
         self._clock_publisher.publish(msg)

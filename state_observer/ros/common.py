@@ -79,7 +79,9 @@ def run(node_factory: Callable[..., Node], name: str, args: Sequence[str] | None
             raise KeyboardInterrupt
         stop.set()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # else signal.signal() fails
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     context = rclpy.Context()
     node = None
     code = 0
