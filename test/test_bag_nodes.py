@@ -1,7 +1,8 @@
 """bag_player and bag_recorder nodes: real bags (rosbags) through real rclpy publish/subscribe.
 
 The bags are small synthetic ones written with ``BagWriter``; the player publishes their CDR
-bytes unchanged and the subscribers (a raw listener, the recorder) must see the same bytes.
+bytes unchanged and the subscribers (a raw listener, the recorder) must see the same bytes (up
+to the zero padding DDS may add, see ``same_bytes``).
 No assertion depends on how fast the machine is: timing is checked as order only.
 """
 from __future__ import annotations
@@ -135,6 +136,21 @@ def test_raw_io_errors(tmp_path):
             writer.write_raw("/b", "no_pkg/msg/Nothing", b"\0\1\0\0", 0)
     with pytest.raises(IoError, match="not open"):
         writer.write_raw("/a", convert.IMU, b"\0\1\0\0", 0)
+
+
+def test_read_raw_converts_a_ros1_bag_to_cdr(tmp_path):
+    from rosbags.rosbag1 import Writer
+
+    store = convert.typestore()
+    string = store.types["std_msgs/msg/String"]
+    with Writer(tmp_path / "old.bag") as writer:
+        connection = writer.add_connection("/chatter", "std_msgs/msg/String", typestore=store)
+        for k in range(3):
+            writer.write(connection, EPOCH + k * MS, store.serialize_ros1(string(data=f"hi {k}"),
+                                                                          "std_msgs/msg/String"))
+    got = list(read_raw(tmp_path / "old.bag"))
+    assert got == [("/chatter", "std_msgs/msg/String", EPOCH + k * MS,
+                    store.serialize_cdr(string(data=f"hi {k}"), "std_msgs/msg/String")) for k in range(3)]
 
 
 # --- plain playback logic (rclpy imported, no graph) ---------------------------------------------

@@ -1,0 +1,72 @@
+"""``state-observer process``: the node's code path offline, its outputs, and its errors on bad input."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def short_bag(tmp_path_factory) -> Path:
+    from state_observer.io.record import simulate_command
+
+    out = tmp_path_factory.mktemp("bags") / "circle"
+    assert simulate_command("steady_circle", out, duration_s=6.0, seed=1) == 0
+    return out
+
+
+def _cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "state_observer.cli", "process", *map(str, args)], capture_output=True, text=True)
+
+
+def test_process_writes_bag_csv_report_and_accuracy(short_bag, tmp_path):
+    from state_observer.io.bag import bag_info
+
+    out = tmp_path / "run"
+    result = _cli(short_bag, "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert "accuracy against truth: position_rmse_m" in result.stdout
+    info = bag_info(out / "bag")
+    for topic in ("/state_observer/odometry", "/state_observer/tire_forces", "/state_observer/parameters", "/state_observer/state",
+                  "/state_observer/markers", "/state_observer/path", "/diagnostics"):
+        assert info.topics[topic][1] > 0, topic
+    assert info.topics["/state_observer/odometry"][1] > 1000  # one per IMU message once started (200 Hz)
+    summary = json.loads((out / "summary.json").read_text())
+    accuracy = summary["accuracy against truth"]
+    assert accuracy["position_rmse_m"] < 2.0 and accuracy["yaw_rate_rmse_dps"] < 1.0
+    assert "from the bag's metadata" in summary["observer"]["datum"]
+    header = (out / "estimate.csv").read_text().splitlines()[0].split(",")
+    assert {"t_s", "x_m", "fz_rr_n", "fz_sigma_rr_n", "mass_sigma_kg"} <= set(header)
+    html = (out / "report.html").read_text()
+    assert "tire_forces.png" in html and (out / "tire_forces.png").stat().st_size > 1000
+
+
+def test_process_refuses_bad_input_with_one_line(short_bag, tmp_path):
+    missing = _cli(tmp_path / "nothing", "--out", tmp_path / "a")
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "nothing" in missing.stderr
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    refused = _cli(short_bag, "--out", busy)
+    assert refused.returncode == 1 and "not overwriting" in refused.stderr and (busy / "keep.txt").read_text() == "mine"
+    params = tmp_path / "params.yaml"
+    params.write_text("observer_node:\n  ros__parameters:\n    dt_s: 5.0\n")
+    bad = _cli(short_bag, "--out", tmp_path / "b", "--params", params)
+    assert bad.returncode == 1 and "dt_s" in bad.stderr and str(params) in bad.stderr and bad.stderr.count("\n") == 1
+    unknown = _cli(short_bag, "--out", tmp_path / "c", "--observer", "magic")
+    assert unknown.returncode == 1 and "observer" in unknown.stderr
+
+
+def test_process_rejects_a_bag_without_sensor_topics(tmp_path):
+    from state_observer.io.bag import BagWriter
+    from state_observer.io.convert import typestore
+
+    store = typestore()
+    bag = tmp_path / "other"
+    with BagWriter(bag) as writer:
+        writer.write("/chatter", "std_msgs/msg/String", store.types["std_msgs/msg/String"](data="hi"), 1)
+    result = _cli(bag, "--out", tmp_path / "out")
+    assert result.returncode == 1 and "none of the sensor topics" in result.stderr and "/chatter" in result.stderr
