@@ -213,6 +213,10 @@ class OnlineObserver:
         self.n_resets += 1
         self.events.append(f"reset: {reason}")
 
+    def pending(self) -> Counter:
+        """Samples per stream waiting for the model to reach them (or for the next step)."""
+        return Counter(_KIND[type(p.sample)] for p in self._queue + self._late)
+
     # ----- input --------------------------------------------------------------------------------------
     def feed(self, sample) -> list[int]:
         """Take one sensor sample; returns the end stamps (ns) of the model steps it completed (maybe none)."""
@@ -332,6 +336,8 @@ class OnlineObserver:
                 self._order += 1
                 self._late.append(pending)
             return
+        if kind in ("gnss_fix", "gnss_velocity"):
+            self.counters[kind]["used to start"] += 1
         if kind == "gnss_fix":
             enu = self.datum.to_enu(sample.latitude_deg, sample.longitude_deg, sample.altitude_m)
             self._last_fix = (sample.stamp_ns, enu)
