@@ -437,7 +437,7 @@ def bag_info(path: str | Path) -> BagInfo:
             topics[c.topic] = (msgtype, count + c.msgcount)
         if not topics:
             return BagInfo({}, 0, 0)
-        return BagInfo(topics, int(reader.start_time), int(reader.end_time))
+        return BagInfo(topics, int(reader.start_time), int(reader.end_time) - 1)  # rosbags' end is last + 1 ns
 
 
 def custom_data(path: str | Path) -> dict[str, str]:

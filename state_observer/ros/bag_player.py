@@ -68,20 +68,17 @@ def inspect_bag(path: str, topics: Sequence[str] = ()) -> BagInfo:
         raise ParameterError("parameter bag is required (-p bag:=/path/to/bag)")
     if Path(path).is_dir() and not (Path(path) / "metadata.yaml").is_file():
         raise IoError(f"{path}: not a rosbag2 directory (no metadata.yaml)")
-    with bagio._reading(path) as reader:
-        types: dict[str, str] = {}
-        for connection in reader.connections:
-            types.setdefault(connection.topic, connection.msgtype)
-        missing = sorted(set(topics) - set(types))
-        if missing:
-            raise IoError(f"{path}: no topic {', '.join(missing)} "
-                          f"(topics: {', '.join(sorted(types)) or 'none'})")
-        wanted = {t: types[t] for t in sorted(topics or types)}
-        count = sum(c.msgcount for c in reader.connections if c.topic in wanted)
-        if count == 0:
-            raise IoError(f"{path}: no messages to play")
-        # rosbags' end_time is exclusive: the last log time + 1 ns.
-        return BagInfo(wanted, int(reader.start_time), int(reader.end_time) - 1, count)
+    info = bagio.bag_info(path)
+    types = {topic: msgtype for topic, (msgtype, _) in info.topics.items()}
+    missing = sorted(set(topics) - set(types))
+    if missing:
+        raise IoError(f"{path}: no topic {', '.join(missing)} "
+                      f"(topics: {', '.join(sorted(types)) or 'none'})")
+    wanted = {t: types[t] for t in sorted(topics or types)}
+    count = sum(info.topics[t][1] for t in wanted)
+    if count == 0:
+        raise IoError(f"{path}: no messages to play")
+    return BagInfo(wanted, info.start_ns, info.end_ns, count)
 
 
 class PlayStats(NamedTuple):
