@@ -654,13 +654,16 @@ def markers_msg(state: TruthSample, stamp_ns: int, store: Typestore | None = Non
     return types[MARKER_ARRAY](markers=out)
 
 
-def path_msg(poses: list, stamp_ns: int, store: Typestore | None = None, frame: str = ODOM_FRAME) -> Any:
-    """nav_msgs/Path of ``poses`` = [(stamp_ns, position (3,), quaternion wxyz (4,)), ...] in ``frame``."""
+def pose_stamped_msg(stamp_ns: int, position, q_wxyz, store: Typestore | None = None, frame: str = ODOM_FRAME) -> Any:
+    """geometry_msgs/PoseStamped."""
     store = store or typestore()
-    types = store.types
-    return types[PATH](header=_header(store, stamp_ns, frame), poses=[
-        types["geometry_msgs/msg/PoseStamped"](header=_header(store, t, frame), pose=_pose_msg(store, position, q))
-        for t, position, q in poses])
+    return store.types["geometry_msgs/msg/PoseStamped"](header=_header(store, stamp_ns, frame), pose=_pose_msg(store, position, q_wxyz))
+
+
+def path_msg(poses: list, stamp_ns: int, store: Typestore | None = None, frame: str = ODOM_FRAME) -> Any:
+    """nav_msgs/Path of ``poses`` (geometry_msgs/PoseStamped messages, see :func:`pose_stamped_msg`) in ``frame``."""
+    store = store or typestore()
+    return store.types[PATH](header=_header(store, stamp_ns, frame), poses=poses)
 
 
 DIAGNOSTIC_LEVELS = {"OK": 0, "WARN": 1, "ERROR": 2, "STALE": 3}

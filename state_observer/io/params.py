@@ -72,9 +72,9 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("rates.parameters_hz", 10.0, "mass/friction rate (Hz)", 0.0, 1000.0),
     Parameter("rates.state_hz", 50.0, "observer-state rate (Hz)", 0.0, 1000.0),
     Parameter("rates.markers_hz", 10.0, "RViz marker rate (Hz)", 0.0, 1000.0),
-    Parameter("rates.path_hz", 2.0, "path rate (Hz)", 0.0, 100.0),
+    Parameter("rates.path_hz", 1.0, "path rate (Hz; the path message grows with path_length)", 0.0, 100.0),
     Parameter("rates.diagnostics_hz", 1.0, "diagnostics rate (Hz, wall clock in the node)", 0.1, 100.0),
-    Parameter("path_length", 3000, "poses kept in the published path", 1, 100000),
+    Parameter("path_length", 1000, "poses kept in the published path (at 1 Hz: the last 17 min)", 1, 100000),
     Parameter("qos_depth", 50, "queue depth of the sensor subscriptions", 1, 10000),
 )
 BY_NAME = {p.name: p for p in PARAMETERS}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 
 import numpy as np
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 from ..estimation.online import STREAMS, OnlineObserver
 from .convert import (
@@ -22,6 +22,7 @@ from .convert import (
     markers_msg,
     odometry_msg,
     path_msg,
+    pose_stamped_msg,
     truth_to_msgs,
     typestore,
 )
@@ -74,40 +75,39 @@ class ObserverPipeline:
         self._due_ns[kind] = stamp_ns + period if due is None or period == 0 else max(due + period, stamp_ns - stamp_ns % period + period)
         return True
 
-    def feed(self, sample) -> list[Output]:
-        """Give a sensor sample to the observer; the outputs due after the model steps it completed."""
+    def feed(self, sample) -> Iterator[Output]:
+        """Give a sensor sample to the observer; the outputs due after the model steps it completed, built as
+        they are taken (odometry first: the node publishes it before the others are built).  Consume the
+        iterator before the next call."""
         steps = self.observer.feed(sample)
         if self.observer.n_resets != self._resets_seen:
             self._clear()
-        if not steps:
-            return []
-        return self.outputs(steps[-1])
+        return self.outputs(steps[-1]) if steps else iter(())
 
-    def outputs(self, stamp_ns: int) -> list[Output]:
-        """The outputs due at model time ``stamp_ns`` (the observer's current time)."""
-        out: list[Output] = []
+    def outputs(self, stamp_ns: int) -> Iterator[Output]:
+        """The outputs due at model time ``stamp_ns`` (the observer's current time), odometry first."""
         obs = self.observer
-        if self._due("odometry", stamp_ns):
+        due = [k for k in ("odometry", "path", *ESTIMATE_KINDS, "markers") if self._due(k, stamp_ns)]
+        if "odometry" in due:
             o = obs.odometry()
-            out.append(Output("odometry", OUTPUT_MSGTYPES["odometry"], odometry_msg(
+            yield Output("odometry", OUTPUT_MSGTYPES["odometry"], odometry_msg(
                 o.position_m, o.orientation_wxyz, o.velocity_body_m_s, o.angular_velocity_body_rad_s, stamp_ns, self.store, self.frames,
-                o.pose_covariance, o.twist_covariance), stamp_ns))
-        if self._due("path", stamp_ns):
+                o.pose_covariance, o.twist_covariance), stamp_ns)
+        if "path" in due:
             o = obs.odometry()
-            self.path.append((stamp_ns, o.position_m, o.orientation_wxyz))
-            out.append(Output("path", OUTPUT_MSGTYPES["path"], path_msg(list(self.path), stamp_ns, self.store, self.frames.odom), stamp_ns))
-        kinds = [k for k in ESTIMATE_KINDS if self._due(k, stamp_ns)]
-        markers = self._due("markers", stamp_ns)
-        if kinds or markers:
+            self.path.append(pose_stamped_msg(stamp_ns, o.position_m, o.orientation_wxyz, self.store, self.frames.odom))
+            yield Output("path", OUTPUT_MSGTYPES["path"], path_msg(list(self.path), stamp_ns, self.store, self.frames.odom), stamp_ns)
+        kinds = [k for k in ESTIMATE_KINDS if k in due]
+        if kinds or "markers" in due:
             e = obs.estimate()
             if kinds:
                 u = Uncertainty(e.pose_covariance, e.twist_covariance, e.tire_force_sigma_n, e.mass_sigma_kg, e.friction_sigma,
                                 e.parameters_converged, e.estimator, e.nis)
                 msgs = truth_to_msgs(e.state, stamp_ns, self.store, self.frames, u)
-                out.extend(Output(k, *msgs[k], stamp_ns) for k in kinds)
-            if markers:
-                out.append(Output("markers", OUTPUT_MSGTYPES["markers"], markers_msg(e.state, stamp_ns, self.store, self.frames, self.wheel_radius_m), stamp_ns))
-        return out
+                for k in kinds:
+                    yield Output(k, *msgs[k], stamp_ns)
+            if "markers" in due:
+                yield Output("markers", OUTPUT_MSGTYPES["markers"], markers_msg(e.state, stamp_ns, self.store, self.frames, self.wheel_radius_m), stamp_ns)
 
     def diagnostics(self, stamp_ns: int, extra: list | None = None) -> Output:
         """diagnostic_msgs/DiagnosticArray of the observer's health (see :func:`health`) plus ``extra`` statuses."""

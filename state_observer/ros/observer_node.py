@@ -134,19 +134,18 @@ class ObserverNode(Node):
             observer.counters[kind][f"dropped: cannot decode ({type(exc).__name__})"] += 1
             return
         try:
-            outputs = self.pipeline.feed(sample)
+            for out in self.pipeline.feed(sample):  # built as taken: the odometry is published before the rest is built
+                self._output_publishers[out.kind].publish(bytes(self.store.serialize_cdr(out.msg, out.msgtype)))
+                if out.kind == "odometry":
+                    if kind == "imu":
+                        self.latencies_ns.append(time.perf_counter_ns() - start)
+                    if self._tf is not None:
+                        self._broadcast(out.msg)
         except Exception as exc:  # noqa: BLE001 - never crash on data; say so once, then count
             observer.counters[kind][f"dropped: internal error {type(exc).__name__}: {exc}"] += 1
             if self._errors_logged < 5:
                 self._errors_logged += 1
                 self.get_logger().error(f"{kind} sample at {sample.stamp_ns} ns: {traceback.format_exc()}")
-            return
-        for out in outputs:
-            self._output_publishers[out.kind].publish(bytes(self.store.serialize_cdr(out.msg, out.msgtype)))
-            if out.kind == "odometry" and self._tf is not None:
-                self._broadcast(out.msg)
-        if kind == "imu" and outputs:
-            self.latencies_ns.append(time.perf_counter_ns() - start)
 
     def _broadcast(self, odometry) -> None:
         from geometry_msgs.msg import TransformStamped
