@@ -160,7 +160,8 @@ class GaussJordanC(GaussJordanBase):
     """The kernel's C model (the HLS source compiled with the system C++ compiler), called with ctypes.
 
     ``name``: ``c`` (double), ``c-float32`` or ``c-fixed``.  The library is built at first use
-    (:mod:`.build`); without a compiler :class:`.build.BuildError` says so in one line.
+    (:mod:`.build`); without a compiler :class:`.build.BuildError` says so in one line.  One instance
+    per integrator: the right-hand side goes through the instance's buffer (not for concurrent threads).
     """
 
     def __init__(self, precision: str = "double", fixed_int_bits: int = 24, headroom_bits: int | None = None, refine: int = 0,

@@ -178,4 +178,4 @@ def _invalidate(buf) -> None:
     (getattr(buf, "invalidate", None) or buf.sync_from_device)()
 
 
-__all__ = ["AcceleratorError", "AcceleratorUnavailable", "PynqGaussJordan", "REGISTERS", "register_offsets", "check_register_map", "GJ_OK"]
+__all__ = ["AcceleratorError", "AcceleratorUnavailable", "PynqGaussJordan", "REGISTERS", "register_offsets", "check_register_map"]
