@@ -45,6 +45,8 @@ setup(
     description="Vehicle state, tire-force and parameter observer (multibody model + errorEKF)",
     license="Apache-2.0",
     packages=find_packages(include=["state_observer", "state_observer.*"]),
+    # the Gauss-Jordan kernel's C++/HLS sources: the C backend compiles them at first use
+    package_data={"state_observer.accel": ["hls/*.cpp", "hls/*.h", "hls/*.tcl"]},
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
     entry_points={"console_scripts": [

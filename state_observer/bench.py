@@ -251,9 +251,116 @@ def _node_latency(bag: Path) -> dict:
             "node_latency_max_ms": round(stats["max_ms"], 3), "node_latency_imu_messages": stats["count"]}
 
 
+def _per_call_us(call: Callable, make_arguments: Callable[[], list], repeats: int) -> float:
+    """Best over ``repeats`` (at least 3) of the mean wall time of ``call(*a)`` for a in ``make_arguments()`` (us)."""
+    best = float("inf")
+    for _ in range(max(repeats, 3)):
+        arguments = make_arguments()
+        start = time.perf_counter()
+        for a in arguments:
+            call(*a)
+        best = min(best, (time.perf_counter() - start) / len(arguments))
+    return best * 1e6
+
+
+def accel_benchmarks(sim_seconds: float, repeats: int) -> dict:
+    """Linear-solver backends (:mod:`state_observer.accel`) on the detailed model (n = 82) and the 14-DOF
+    model (n = 14), replaying the inputs of the double lane change (dt = 4 ms, at most 4 s).
+
+    ``gauss_jordan_solve_us_n{n}_{backend}``: one Newton iteration's linear algebra, factor + solve, on a
+    tangent matrix the integrator factored (``_resolve_us_``: one more right-hand side with the same
+    factors, as the projections do); ``gauss_jordan_c_vs_numpy_speedup`` (detailed n, ``_n14``: reduced):
+    numpy time / C-model time.  ``linear_solve_share_{model}``: fraction of the model step's wall time in
+    factor + solve (numpy backend; ``_c``: C model).  ``newton_iterations_per_step_{precision}``: the
+    detailed model with the C model in each precision (``_refined``: plus float64 iterative refinement, 2
+    steps float32, 1 fixed; ``_reduced_``: the 14-DOF model); ``detailed_position_deviation_m_{precision}``:
+    largest distance of the chassis origin from the double-precision run."""
+    import numpy as np
+
+    from state_observer.accel import BuildError, GaussJordanC, make_backend
+    from state_observer.accel.timing import TimedSolver
+    from state_observer.paths import default_vehicle_path
+    from state_observer.sim.manoeuvres import make_manoeuvre
+    from state_observer.sim.run import run, start_on_path
+    from state_observer.vehicle.description import load_vehicle
+    from state_observer.vehicle.detailed import DetailedVehicle
+    from state_observer.vehicle.reduced import ReducedVehicle
+
+    try:
+        make_backend("c")
+    except BuildError as exc:
+        print(f"{exc} (accel figures skipped)", file=sys.stderr)
+        return {}
+    desc = load_vehicle(default_vehicle_path())
+    manoeuvre = make_manoeuvre("double_lane_change", duration_s=min(4.0, sim_seconds))
+    detailed = DetailedVehicle(desc)
+    inputs: list = []
+    for _ in run(detailed, manoeuvre, inputs_log=inputs):
+        pass
+    reduced = ReducedVehicle(desc, detailed=DetailedVehicle(desc))
+
+    def replay(vehicle, backend):
+        """Wall time (s), iterations per step and chassis origins (m) of the replayed inputs with ``backend``."""
+        vehicle.solver_options["linear_solver"] = backend
+        start_on_path(vehicle, manoeuvre)
+        positions = []
+        begin = time.perf_counter()
+        for applied in inputs:
+            vehicle.set_inputs(applied.steering_wheel_rad, applied.drive_torque_n_m, applied.brake_torque_n_m, steering_rate_rad_s=applied.steering_rate_rad_s)
+            if not vehicle.step().success:
+                raise RuntimeError(f"bench: the model failed with the {backend.name} backend at t = {vehicle.solver.t:.3f} s")
+            positions.append(vehicle.solver.q[:3].copy())
+        wall = time.perf_counter() - begin
+        return wall, vehicle.solver.n_iterations / vehicle.solver.n_steps, np.array(positions)
+
+    out = {}
+    systems = {}
+    for model, vehicle in (("detailed", detailed), ("reduced", reduced)):
+        recorder = TimedSolver(make_backend("numpy"), keep=400)
+        replay(vehicle, recorder)  # warm-up, and the systems this model's integrator factors
+        systems[model] = recorder.systems[len(recorder.systems) // 2]
+        for backend_name, suffix in (("numpy", ""), ("c", "_c")):
+            shares = []
+            for _ in range(max(repeats, 1)):
+                timed = TimedSolver(make_backend(backend_name))
+                wall = replay(vehicle, timed)[0]
+                shares.append(timed.seconds / wall)
+            out[f"linear_solve_share_{model}{suffix}"] = round(statistics.median(shares), 3)
+    for model, (A, rhs) in systems.items():
+        n = A.shape[0]
+        per = {}
+        for backend_name in ("numpy", "c", "c-float32", "c-fixed"):
+            backend = make_backend(backend_name, n)
+            count = 200 if n > 50 else 1000
+            per[backend_name] = _per_call_us(lambda a: backend.solve(backend.factor(a), rhs[0]), lambda: [(A.copy(),) for _ in range(count)], repeats)
+            handle = backend.factor(A.copy())
+            backend.solve(handle, rhs[0])
+            key = backend_name.replace("-", "_")
+            out[f"gauss_jordan_solve_us_n{n}_{key}"] = round(per[backend_name], 1)
+            out[f"gauss_jordan_resolve_us_n{n}_{key}"] = round(_per_call_us(lambda: backend.solve(handle, rhs[-1]), lambda: [()] * 1000, repeats), 2)
+        out["gauss_jordan_c_vs_numpy_speedup" + ("" if model == "detailed" else f"_n{n}")] = round(per["numpy"] / per["c"], 3)
+    precisions = (("double", lambda: make_backend("c")), ("float32", lambda: make_backend("c-float32")), ("fixed", lambda: make_backend("c-fixed")),
+                  ("float32_refined", lambda: GaussJordanC("float32", refine=2)), ("fixed_refined", lambda: GaussJordanC("fixed", refine=1)))
+    reference = None
+    for label, make in precisions:
+        try:
+            _, iterations, positions = replay(detailed, make())
+        except RuntimeError as exc:
+            print(f"{exc} (precision {label}: no figure)", file=sys.stderr)
+            continue
+        out[f"newton_iterations_per_step_{label}"] = round(iterations, 3)
+        if reference is None:
+            reference = positions
+        else:
+            out[f"detailed_position_deviation_m_{label}"] = float(f"{np.linalg.norm(positions - reference, axis=1).max():.3g}")
+        if label in ("double", "float32", "fixed"):
+            out[f"newton_iterations_per_step_reduced_{label}"] = round(replay(reduced, make())[1], 3)
+    return out
+
+
 BENCHMARKS: dict[str, Callable[[float, int], dict]] = {"linkages": linkage_benchmarks, "detailed_vehicle": detailed_vehicle_benchmarks,
                                                        "observers": observer_benchmarks, "linkage_filters": linkage_filter_benchmarks,
-                                                       "road": road_benchmarks, "product": product_benchmarks}
+                                                       "road": road_benchmarks, "accel": accel_benchmarks, "product": product_benchmarks}
 
 
 def run(quick: bool = False) -> dict:

@@ -119,13 +119,14 @@ class _Inputs:
         vehicle.set_inputs(self.steering, drive, brake, steering_rate_rad_s=self.steering_rate)
 
 
-def wrong_model(desc, model: str = "reduced", kinematics=None):
+def wrong_model(desc, model: str = "reduced", kinematics=None, linear_solver=None):
     """The observer's model with the harness' parameter errors (mass +15 %, mu = 1.0).  The detailed model
-    gets the extra mass on its chassis body (its spring preloads are then solved for that mass)."""
+    gets the extra mass on its chassis body (its spring preloads are then solved for that mass).
+    ``linear_solver``: the integrator's linear-solver backend (:func:`state_observer.accel.make_backend`)."""
     if model == "reduced":
         from ..vehicle.reduced import ReducedVehicle
 
-        vehicle = ReducedVehicle(desc, kinematics=kinematics, mu=MODEL_MU)
+        vehicle = ReducedVehicle(desc, kinematics=kinematics, mu=MODEL_MU, linear_solver=linear_solver)
         vehicle.set_total_mass(vehicle.total_mass_kg * (1.0 + MASS_ERROR))
         return vehicle
     if model == "detailed":
@@ -135,21 +136,22 @@ def wrong_model(desc, model: str = "reduced", kinematics=None):
 
         extra = MASS_ERROR * DetailedVehicle(desc).total_mass_kg
         chassis = dataclasses.replace(desc.chassis, mass_kg=desc.chassis.mass_kg + extra)
-        return DetailedVehicle(dataclasses.replace(desc, chassis=chassis), mu=MODEL_MU)
+        return DetailedVehicle(dataclasses.replace(desc, chassis=chassis), mu=MODEL_MU, linear_solver=linear_solver)
     raise ValueError(f"unknown model '{model}' (reduced or detailed)")
 
 
 def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: int, observer_settings=None, kinematics=None,
-              timing: dict | None = None, spi=None, model: str = "reduced", filter_class=None):
+              timing: dict | None = None, spi=None, model: str = "reduced", filter_class=None, linear_solver=None):
     """Open loop (``observer_settings`` None) or the observer on the wrong model: ``model`` reduced (the
     14-DOF model with the errorEKF-FE, plus the SPI parameter filter when ``spi`` is given, or any filter
     class with the same API as ``filter_class(vehicle, mounts, settings)``) or detailed
     (:class:`DetailedErrorEKF`); one Estimate per step.
-    ``timing`` receives ``loop_s``, the wall time of the stepping loop (model set-up excluded)."""
+    ``timing`` receives ``loop_s``, the wall time of the stepping loop (model set-up excluded).
+    ``linear_solver``: the model integrator's linear-solver backend (default: its own)."""
     from ..estimation.errorekf import DetailedErrorEKF, VehicleErrorEKF
     from .sensors import mounts_from_vehicle
 
-    vehicle = wrong_model(desc, model, kinematics)
+    vehicle = wrong_model(desc, model, kinematics, linear_solver)
     mounts = mounts_from_vehicle(desc)
     if observer_settings is None:
         filt = None

@@ -90,7 +90,10 @@ class DetailedVehicle:
     ``step()``; ``mu`` is the road friction coefficient (may change at any time).
     """
 
-    def __init__(self, desc, road=None, mu: float | None = None, dt_s: float = 0.004, alpha: float = 1e11, tol: float = 3e-10, max_iter: int = 20):
+    def __init__(self, desc, road=None, mu: float | None = None, dt_s: float = 0.004, alpha: float = 1e11, tol: float = 3e-10, max_iter: int = 20,
+                 linear_solver=None):
+        """``linear_solver``: backend of the Newton iteration's linear solve (:func:`state_observer.accel.make_backend`);
+        None for the integrator's default."""
         self.desc = desc
         self.road = road if road is not None else FlatRoad()
         self.dt_s = dt_s
@@ -114,7 +117,7 @@ class DetailedVehicle:
         self.model = b.build()
         self.spring_set = next(f for f in self.model.forces if isinstance(f, _SpringDamperSet))
         self.independent = self._independent_coordinates()
-        self.solver_options = dict(dt=dt_s, alpha=alpha, tol=tol, max_iter=max_iter)
+        self.solver_options = dict(dt=dt_s, alpha=alpha, tol=tol, max_iter=max_iter, linear_solver=linear_solver)
         self.q_design = self.model.q_guess.copy()
         self._set_spring_preloads()
         self.solver: ALI3P | None = None

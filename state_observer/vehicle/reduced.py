@@ -59,7 +59,10 @@ class ReducedVehicle:
     """The 14-DOF model with the same driving API as :class:`DetailedVehicle` (``start``, ``set_inputs``,
     ``step``, ``truth``, ``mu``), so the manoeuvre runner drives either."""
 
-    def __init__(self, desc, kinematics=None, road=None, mu: float | None = None, dt_s: float = 0.004, tol: float = 1e-9, max_iter: int = 20, detailed: DetailedVehicle | None = None):
+    def __init__(self, desc, kinematics=None, road=None, mu: float | None = None, dt_s: float = 0.004, tol: float = 1e-9, max_iter: int = 20, detailed: DetailedVehicle | None = None,
+                 linear_solver=None):
+        """``linear_solver``: backend of the Newton iteration's linear solve (:func:`state_observer.accel.make_backend`);
+        None for the integrator's default."""
         self.desc = desc
         self.dt_s = dt_s
         self.detailed = detailed if detailed is not None else DetailedVehicle(desc, road=road, mu=mu, dt_s=dt_s)
@@ -112,7 +115,7 @@ class ReducedVehicle:
         self.mu = d.wheels.mu
         self._t0 = 0.0
         self.model = MinimalModel("reduced_vehicle", ["x", "y", "z", "roll", "pitch", "yaw"] + [f"s_{w}" for w in WHEELS] + [f"a_{w}" for w in WHEELS], self.mass_matrix, [_Loads(self)])
-        self.solver_options = dict(dt=dt_s, tol=tol, max_iter=max_iter)
+        self.solver_options = dict(dt=dt_s, tol=tol, max_iter=max_iter, linear_solver=linear_solver)
         self.solver: ALI3P | None = None
 
     # ----- mass distribution from the detailed model ------------------------------------------------
