@@ -232,6 +232,7 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
 def process_command(bag: str, out: str, params: str | None = None, vehicle: str | None = None, observer: str | None = None,
                     force: bool = False, report: bool = True) -> int:
     """CLI body: one line on bad input, a summary table otherwise."""
+    from .accel import AcceleratorUnavailable, BuildError
     from .io.record import ProgressLine
 
     overrides = {k: v for k, v in (("vehicle_file", vehicle), ("observer", observer)) if v}
@@ -240,7 +241,7 @@ def process_command(bag: str, out: str, params: str | None = None, vehicle: str 
         line = ProgressLine(sys.stderr, "process")
         summary = process_bag(bag, out, config, overwrite=force, report=report, progress=line)
         line.finish()
-    except (IoError, ValueError, FileNotFoundError) as exc:
+    except (IoError, ValueError, FileNotFoundError, AcceleratorUnavailable, BuildError) as exc:
         print(f"state-observer process: {exc}", file=sys.stderr)
         return 1
     for section in ("timing", "accuracy against truth"):

@@ -309,3 +309,17 @@ def test_imu_in_a_rotated_frame_declared_by_its_mounting(ros, tmp_path):
     assert len(pairs) > 200
     yaw_rate_error = [m.twist.twist.angular.z - x.twist.twist.angular.z for m, x in pairs]
     assert float(np.sqrt(np.mean(np.square(yaw_rate_error)))) < 0.01  # rad/s (the gyro noise is 0.0035)
+
+
+def test_fpga_backend_falls_back_to_the_c_model_when_allowed(ros):
+    """No board here: solver_backend pynq refuses to start (tested above) unless backend_fallback is set;
+    then the node runs the kernel's C model."""
+    from rclpy.parameter import Parameter
+
+    from state_observer.ros.observer_node import ObserverNode
+
+    node = ObserverNode(context=ros.context, parameter_overrides=[Parameter("solver_backend", value="pynq"),
+                                                                   Parameter("backend_fallback", value=True)])
+    ros._nodes.append(node)
+    solver = node.pipeline.observer.vehicle.solver_options["linear_solver"]
+    assert type(solver).__name__ == "GaussJordanC"

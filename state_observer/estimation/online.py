@@ -142,8 +142,9 @@ class ModelInputs:
         vehicle.set_inputs(self.steering, np.maximum(self.torque, 0.0), np.maximum(-self.torque, 0.0), steering_rate_rad_s=self.steering_rate)
 
 
-def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initial_friction: float = 1.0):
-    """The filter of configuration ``observer`` (see OBSERVERS) on its own model of vehicle ``desc``."""
+def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initial_friction: float = 1.0, linear_solver=None):
+    """The filter of configuration ``observer`` (see OBSERVERS) on its own model of vehicle ``desc``;
+    ``linear_solver``: the model's Newton solve backend (:func:`state_observer.accel.make_backend`; None: LAPACK)."""
     if observer == "errorekf_detailed":
         import dataclasses
 
@@ -152,10 +153,10 @@ def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initi
         if initial_mass_kg:
             extra = initial_mass_kg - DetailedVehicle(desc).total_mass_kg
             desc = dataclasses.replace(desc, chassis=dataclasses.replace(desc.chassis, mass_kg=desc.chassis.mass_kg + extra))
-        return DetailedErrorEKF(DetailedVehicle(desc, mu=initial_friction), mounts, detailed_settings())
+        return DetailedErrorEKF(DetailedVehicle(desc, mu=initial_friction, linear_solver=linear_solver), mounts, detailed_settings())
     from ..vehicle.reduced import ReducedVehicle
 
-    vehicle = ReducedVehicle(desc, mu=initial_friction)
+    vehicle = ReducedVehicle(desc, mu=initial_friction, linear_solver=linear_solver)
     if initial_mass_kg:
         vehicle.set_total_mass(initial_mass_kg)
     if observer == "spi_reduced":
@@ -174,10 +175,10 @@ class _Pending(NamedTuple):
 class OnlineObserver:
     """Sensor samples in (:meth:`feed`), estimates out (:meth:`estimate`); module docstring."""
 
-    def __init__(self, desc, mounts, settings: OnlineSettings | None = None, *, filt=None):
+    def __init__(self, desc, mounts, settings: OnlineSettings | None = None, *, filt=None, linear_solver=None):
         self.settings = s = settings or OnlineSettings()
         self.mounts = mounts
-        self.filter = filt if filt is not None else make_filter(desc, mounts, s.observer, s.initial_mass_kg, s.initial_friction)
+        self.filter = filt if filt is not None else make_filter(desc, mounts, s.observer, s.initial_mass_kg, s.initial_friction, linear_solver)
         self.vehicle = self.filter.vehicle
         self.dt_ns = round(self.vehicle.dt_s * _NS)
         self._initial = (self.vehicle.total_mass_kg, float(np.mean(self.vehicle.mu)))

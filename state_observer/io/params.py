@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from ..accel import BACKENDS
 from ..estimation.online import OBSERVERS, OnlineSettings
 from .convert import OUTPUT_TOPICS, SENSOR_TOPICS
 
@@ -35,7 +36,7 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("vehicle_file", "", "vehicle YAML (empty: the package's config/vehicles/default.yaml)"),
     Parameter("observer", "spi_reduced", "observer configuration: 14-DOF errorEKF-FE with the mass/friction filter, without it, or the errorEKF on the detailed model", choices=OBSERVERS),
     Parameter("dt_s", 0.004, "model step on sensor time (s)", 0.0005, 0.02),
-    Parameter("solver_backend", "numpy", "linear solver of the model's Newton iteration (FPGA variant: pynq)", choices=("numpy", "c", "c-float32", "c-fixed", "pynq")),
+    Parameter("solver_backend", "numpy", "linear solver of the model's Newton iteration (FPGA variant: pynq)", choices=BACKENDS),
     Parameter("backend_fallback", False, "when the solver backend is unavailable (no FPGA board or overlay), use the C model instead of refusing to start"),
     Parameter("odom_frame", "odom", "frame of the pose (REP-105 odom, or map)"),
     Parameter("base_frame", "base_link", "vehicle frame of the twist and the tire forces"),

@@ -46,7 +46,13 @@ def load_observer(config: ObserverConfig) -> OnlineObserver:
     from ..vehicle.description import load_vehicle
 
     desc = load_vehicle(config.vehicle_file or default_vehicle_path())
-    return OnlineObserver(desc, mounts_from_vehicle(desc), config.settings)
+    solver = None
+    if config.solver_backend != "numpy":  # the FPGA variant and its C model (issue 7)
+        from ..accel import make_backend
+
+        n = 82 if config.settings.observer == "errorekf_detailed" else 14
+        solver = make_backend(config.solver_backend, n, fallback=config.backend_fallback)
+    return OnlineObserver(desc, mounts_from_vehicle(desc), config.settings, linear_solver=solver)
 
 
 class ObserverPipeline:

@@ -30,22 +30,6 @@ from state_observer.ros.common import ParameterError, message_class, run
 LATENCY_WINDOW = 20000  # IMU-to-estimate latencies kept for the statistics
 
 
-def check_backend(name: str, fallback: bool) -> str:
-    """The linear-solver backend the node will use: ``name`` if it is available here; else the C model with
-    ``fallback``, else ParameterError naming the parameter."""
-    if name == "numpy":
-        return name
-    try:
-        from state_observer.accel import AcceleratorUnavailable, make_backend
-    except ImportError:
-        raise ParameterError(f"parameter solver_backend: {name!r} needs state_observer.accel, which this build does not have") from None
-    try:
-        make_backend(name, 14, fallback=fallback)
-    except AcceleratorUnavailable as exc:
-        raise ParameterError(f"parameter solver_backend: {exc} (set backend_fallback: true to use the C model)") from None
-    return name
-
-
 class ObserverNode(Node):
     """The observer node (module docstring)."""
 
@@ -58,14 +42,17 @@ class ObserverNode(Node):
             self.config = config_from(values)
         except ValueError as exc:
             raise ParameterError(str(exc)) from None
-        check_backend(self.config.solver_backend, self.config.backend_fallback)
         self.add_on_set_parameters_callback(lambda params: SetParametersResult(
             successful=False, reason="the observer's parameters are read at start; restart the node to change them"))
         self.store = make_typestore(distro=os.environ.get("ROS_DISTRO") or None)
         try:
-            self.pipeline = ObserverPipeline(self.config, load_observer(self.config), store=self.store)
+            observer = load_observer(self.config)
         except (OSError, ValueError) as exc:
             raise ParameterError(f"parameter vehicle_file: {exc}") from None
+        except RuntimeError as exc:  # accel: AcceleratorUnavailable (no board or overlay), BuildError (no compiler)
+            hint = "" if self.config.backend_fallback else " (backend_fallback: true uses the C model of the kernel instead)"
+            raise ParameterError(f"parameter solver_backend {self.config.solver_backend!r}: {exc}{hint}") from None
+        self.pipeline = ObserverPipeline(self.config, observer, store=self.store)
         self.latencies_ns: deque = deque(maxlen=LATENCY_WINDOW)
         self._errors_logged = 0
 
