@@ -423,11 +423,13 @@ class OnlineObserver:
         if kind == "imu":
             gyro = np.asarray(sample.angular_velocity_rad_s, float)
             accel = np.asarray(sample.linear_acceleration_m_s2, float)
-            ok = []
-            if np.all(np.isfinite(gyro)):
-                ok.append(f.update_gyroscope(gyro, sample.angular_velocity_sigma))
-            if np.all(np.isfinite(accel)):
-                ok.append(f.update_accelerometer(accel, sample.linear_acceleration_sigma))
+            gyro_ok, accel_ok = bool(np.all(np.isfinite(gyro))), bool(np.all(np.isfinite(accel)))
+            if gyro_ok and accel_ok:
+                ok = f.update_imu(gyro, accel, sample.angular_velocity_sigma, sample.linear_acceleration_sigma)
+            elif gyro_ok:
+                ok = (f.update_gyroscope(gyro, sample.angular_velocity_sigma),)
+            else:
+                ok = (f.update_accelerometer(accel, sample.linear_acceleration_sigma),)
             count["applied" if all(ok) else "rejected by the gate"] += 1
         elif kind == "gnss_fix":
             if self.datum is None:
