@@ -74,3 +74,51 @@ def cross(a, b):
 def skew(v):
     """[v]x, with skew(a) @ b = a x b."""
     return np.array(((0.0, -v[2], v[1]), (v[2], 0.0, -v[0]), (-v[1], v[0], 0.0)))
+
+
+@njit(cache=True)
+def lu_factor(A, piv):
+    """LU with partial pivoting of the square A, in place (L unit lower, U upper; rows swapped as in
+    LAPACK getrf, ``piv[k]`` the row exchanged with k).  Returns False for a zero pivot."""
+    n = A.shape[0]
+    for k in range(n):
+        p, big = k, abs(A[k, k])
+        for i in range(k + 1, n):
+            if abs(A[i, k]) > big:
+                p, big = i, abs(A[i, k])
+        piv[k] = p
+        if big == 0.0:
+            return False
+        if p != k:
+            for j in range(n):
+                A[k, j], A[p, j] = A[p, j], A[k, j]
+        inv = 1.0 / A[k, k]
+        for i in range(k + 1, n):
+            A[i, k] *= inv
+            a = A[i, k]
+            if a != 0.0:
+                for j in range(k + 1, n):
+                    A[i, j] -= a * A[k, j]
+    return True
+
+
+@njit(cache=True)
+def lu_solve(LU, piv, b):
+    """x with A x = b from :func:`lu_factor`'s (LU, piv); b (n,) is not changed."""
+    n = LU.shape[0]
+    x = b.copy()
+    for k in range(n):
+        p = piv[k]
+        if p != k:
+            x[k], x[p] = x[p], x[k]
+    for i in range(n):
+        s = x[i]
+        for j in range(i):
+            s -= LU[i, j] * x[j]
+        x[i] = s
+    for i in range(n - 1, -1, -1):
+        s = x[i]
+        for j in range(i + 1, n):
+            s -= LU[i, j] * x[j]
+        x[i] = s / LU[i, i]
+    return x

@@ -26,7 +26,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ..mbs.small_linalg import cross, dot, mm, mtm, mtv, mv, skew
+from ..mbs.small_linalg import cross, dot, lu_factor, lu_solve, mm, mtm, mtv, mv, skew
 from .kinematic_fit import knuckle_rotation_kernel, spline_channels_into
 from .tire import ROLLING_OMEGA_EPS_RAD_S, tmeasy_into
 from .wheel_loads import contact_into, wheel_loads_into
@@ -241,3 +241,86 @@ def force_stage(q, qd, inputs, xi0, road_height, road_normal, body, tire_rows, m
         if tangent:
             _scatter(K, Kw[c], c)
             _scatter(C, Cw[c], c)
+
+
+@njit(cache=True)
+def flat_road_into(plane, vecs, road_height, road_normal):
+    """Road below the wheel centres for the plane z = h + g_x x + g_y y: plane = (h, g_x, g_y, unit normal)."""
+    for c in range(4):
+        road_height[c] = vecs[V_C + c, 0] * plane[1] + vecs[V_C + c, 1] * plane[2] + plane[0]
+        road_normal[c] = plane[3:6]
+
+
+@njit(cache=True)
+def trapezoidal_step(q0, qd0, qdd0, dt, tol, max_iter, accept_unconverged, rack, coef, bu, br, offsets, body, inertia, mats, vecs, ch, jac, M,
+                     plane, inputs, xi0, road_height, road_normal, tire_rows, terms, force_correction, Q, K, C, tire_out, geo, W, piv):
+    """One ALI3-P step of the unconstrained model on a flat road (``plane``, :func:`flat_road_into`): the
+    trapezoidal rule with Newton-Raphson on M(q) qdd = Q(q, qd), the same iteration as
+    :meth:`state_observer.mbs.integrators.ALI3P.step` without constraints (tangent W = M(q) + dt/2 C +
+    dt^2/4 K with C, K from the first iterate, same convergence test), then qd and qdd from W.
+    Q, K, C, W: work arrays (Q includes ``force_correction``; K and C are left at the first iterate, as
+    the integrator leaves them).
+    Returns (q, qd, qdd, iterations, converged, |dq| of the last iteration); qd and qdd are the old ones
+    when the step failed (not converged, unless ``accept_unconverged`` and finite)."""
+    n = q0.shape[0]
+    c1, c2, h = 2.0 / dt, 4.0 / (dt * dt), 0.25 * dt * dt
+    qd_hat = -(c1 * q0 + qd0)
+    qdd_hat = -(c2 * q0 + (4.0 / dt) * qd0 + qdd0)
+    h_qdd_hat = h * qdd_hat
+    q = q0 + dt * qd0 + (0.5 * dt * dt) * qdd0
+    no_tangent = np.zeros((1, 1))
+    converged = False
+    it = 0
+    norm_dq = np.inf
+    f = np.empty(n)
+    while it < max_iter:
+        it += 1
+        first = it == 1
+        position_stage(q, rack, coef, bu, br, offsets, body, inertia, mats, vecs, ch, jac, M)
+        flat_road_into(plane, vecs, road_height, road_normal)
+        Q[:] = 0.0
+        if first:
+            K[:, :] = 0.0
+            C[:, :] = 0.0
+        force_stage(q, c1 * q + qd_hat, inputs, xi0, road_height, road_normal, body, tire_rows, mats, vecs, ch, jac, terms, first,
+                    Q, K if first else no_tangent, C if first else no_tangent, tire_out, geo)
+        # residual h (M qdd - Q) = M (q + h qdd_hat) - h Q, tangent W = M + dt/2 C + dt^2/4 K
+        for i in range(n):
+            Q[i] += force_correction[i]
+            s = 0.0
+            for j in range(n):
+                s += M[i, j] * (q[j] + h_qdd_hat[j])
+                W[i, j] = M[i, j] + ((0.5 * dt) * C[i, j] + h * K[i, j])
+            f[i] = s - h * Q[i]
+        if lu_factor(W, piv):
+            dq = lu_solve(W, piv, f)
+        else:
+            dq = np.full(n, np.nan)
+        q = q - dq
+        previous, norm_dq = norm_dq, math.sqrt(dot(dq, dq))
+        rate = norm_dq / previous if it > 1 else 1.0
+        left = norm_dq * rate / (1.0 - rate) if rate < 0.5 else norm_dq
+        if left <= tol or (rate > 0.9 and norm_dq <= 10.0 * tol * max(1.0, np.abs(q).max())):
+            converged = True
+            break
+        if not math.isfinite(norm_dq):
+            break
+    if not (converged or (accept_unconverged and math.isfinite(norm_dq))):
+        return q, qd0, qdd0, it, False, norm_dq  # failed: the caller keeps its state
+    qd = lu_solve(W, piv, _tangent_times(M, C, K, dt, c1 * q + qd_hat))
+    qdd = lu_solve(W, piv, _tangent_times(M, C, K, dt, c2 * q + qdd_hat))
+    return q, qd, qdd, it, converged, norm_dq
+
+
+@njit(cache=True)
+def _tangent_times(M, C, K, dt, x):
+    """(M + dt/2 C + dt^2/4 K) x."""
+    n = x.shape[0]
+    out = np.empty(n)
+    h = 0.25 * dt * dt
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += (M[i, j] + ((0.5 * dt) * C[i, j] + h * K[i, j])) * x[j]
+        out[i] = s
+    return out
