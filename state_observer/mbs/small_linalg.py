@@ -122,3 +122,31 @@ def lu_solve(LU, piv, b):
             s -= LU[i, j] * x[j]
         x[i] = s / LU[i, i]
     return x
+
+
+@njit(cache=True)
+def lu_solve_columns(LU, piv, B):
+    """X with A X = B (n, k) from :func:`lu_factor`'s (LU, piv); B is not changed."""
+    n, k = B.shape
+    X = B.copy()
+    for r in range(n):
+        p = piv[r]
+        if p != r:
+            for j in range(k):
+                X[r, j], X[p, j] = X[p, j], X[r, j]
+    for i in range(n):
+        for r in range(i):
+            a = LU[i, r]
+            if a != 0.0:
+                for j in range(k):
+                    X[i, j] -= a * X[r, j]
+    for i in range(n - 1, -1, -1):
+        for r in range(i + 1, n):
+            a = LU[i, r]
+            if a != 0.0:
+                for j in range(k):
+                    X[i, j] -= a * X[r, j]
+        d = LU[i, i]
+        for j in range(k):
+            X[i, j] /= d
+    return X
