@@ -183,6 +183,22 @@ class ReducedVehicle:
         self.sprung_mass, self.total_mass_kg = sprung, float(mass_kg)
         self._position_key = None
 
+    def force_residuals(self, thetas: np.ndarray, rows) -> np.ndarray:
+        """(M(z; theta) z_ddot - Q(z, z_dot; theta))[rows] at the solver's state for each parameter set
+        theta = (vehicle mass kg, friction coefficient) of ``thetas`` (k, 2), without the force correction
+        (N, N m; (k, len(rows))).  The model keeps its own parameters and records
+        (:func:`.reduced_kernels.force_residuals`)."""
+        thetas = np.atleast_2d(np.asarray(thetas, float))
+        sprung = self.sprung_mass + (thetas[:, 0] - self.total_mass_kg)
+        if not np.all(sprung > 0.0) or not np.all(thetas[:, 1] > 0.0):
+            raise ValueError(f"vehicle parameters {thetas.tolist()} leave no sprung mass or no friction")
+        s = self.solver
+        self._position(s.q)  # the road below the wheel centres
+        inputs = self._inputs.copy()
+        inputs[kern.IN_TIRE_DT] = max(s.t - self._t0, 1e-9)  # as _accumulate
+        return kern.force_residuals(thetas, np.asarray(rows, dtype=np.intp), self.total_mass_kg, s.q, s.qd, s.qdd, inputs[kern.IN_RACK], *self._splines,
+                                    self.body, self._inertia, inputs, self._xi0, self._road_height, self._road_normal, self.tire.rows, self.load_terms)
+
     def mass_matrix(self, q: np.ndarray) -> np.ndarray:
         """M(q) (14, 14), kg and kg m^2."""
         self._position(q)

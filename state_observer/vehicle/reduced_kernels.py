@@ -28,8 +28,8 @@ from numba import njit
 
 from ..mbs.small_linalg import cross, dot, lu_factor, lu_solve, mm, mtm, mtv, mv, skew
 from .kinematic_fit import knuckle_rotation_kernel, spline_channels_into
-from .tire import ROLLING_OMEGA_EPS_RAD_S, tmeasy_into
-from .wheel_loads import contact_into, wheel_loads_into
+from .tire import ROLLING_OMEGA_EPS_RAD_S, TireOutput, tmeasy_into
+from .wheel_loads import GEOMETRY_WIDTH, contact_into, wheel_loads_into
 
 # mats
 M_R, M_EB, M_DEB_DR, M_DEB_DP, M_RE, M_IW = 0, 1, 2, 3, 4, 5
@@ -49,6 +49,7 @@ INPUT_SIZE = 14
 # load terms (bit flags of force_stage)
 INERTIA, GRAVITY, SUSPENSION, AERO, TIRES = 1, 2, 4, 8, 16
 ALL_LOADS = INERTIA | GRAVITY | SUSPENSION | AERO | TIRES
+TIRE_OUTPUTS = len(TireOutput._fields)
 
 
 @njit(cache=True)
@@ -323,4 +324,35 @@ def _tangent_times(M, C, K, dt, x):
         for j in range(n):
             s += (M[i, j] + ((0.5 * dt) * C[i, j] + h * K[i, j])) * x[j]
         out[i] = s
+    return out
+
+
+@njit(cache=True)
+def force_residuals(thetas, rows, total_mass, q, qd, qdd, rack, coef, bu, br, offsets, body, inertia, inputs, xi0, road_height, road_normal,
+                    tire_rows, terms):
+    """r_k = (M(q; theta_k) qdd - Q(q, qd; theta_k))[rows] for parameter sets theta_k = (vehicle mass kg,
+    friction coefficient) (k, 2): the mass changes the sprung mass (inertia scaled with it, as
+    ``ReducedVehicle.set_total_mass`` from ``total_mass``), mu is set on all wheels.  No force correction;
+    the road below the wheel centres is given (it depends on q only).  Own work arrays: nothing of the
+    model's is changed.  Returns (k, len(rows))."""
+    mats, vecs, ch, jac, M = np.zeros((MATS, 3, 3)), np.zeros((VECS, 3)), np.zeros((4, 7, 6)), np.zeros((2, 4, 3, 8)), np.zeros((14, 14))
+    tire_out, geo = np.zeros((TIRE_OUTPUTS, 4)), np.zeros((4, GEOMETRY_WIDTH))
+    no_tangent = np.zeros((1, 1))
+    out = np.empty((thetas.shape[0], rows.shape[0]))
+    for k in range(thetas.shape[0]):
+        b = body.copy()
+        sprung = body[B_SPRUNG_M] + (thetas[k, 0] - total_mass)
+        b[B_SPRUNG_I : B_SPRUNG_I + 9] = body[B_SPRUNG_I : B_SPRUNG_I + 9] * (sprung / body[B_SPRUNG_M])
+        b[B_SPRUNG_M] = sprung
+        inp = inputs.copy()
+        inp[IN_MU : IN_MU + 4] = thetas[k, 1]
+        position_stage(q, rack, coef, bu, br, offsets, b, inertia, mats, vecs, ch, jac, M)
+        Q = np.zeros(14)
+        force_stage(q, qd, inp, xi0, road_height, road_normal, b, tire_rows, mats, vecs, ch, jac, terms, False, Q, no_tangent, no_tangent, tire_out, geo)
+        for r in range(rows.shape[0]):
+            i = rows[r]
+            acc = 0.0
+            for j in range(14):
+                acc += M[i, j] * qdd[j]
+            out[k, r] = acc - Q[i]
     return out
