@@ -221,6 +221,17 @@ def _imu_blocks(x, P, q, qd, qdd, S, r, gyro, accel, gyro_var, accel_var, A, B, 
     return nis_gyro, nis_accel
 
 
+@njit(cache=True)
+def _wheel_rate_block(x, P, qd, rates, var, gate, innovation):
+    """:meth:`VehicleErrorEKF.update_wheel_rates` compiled for four finite rates (rad/s, variance (rad/s)^2):
+    h = the spin rates z_dot[10:14], H their unit columns; returns the code of :func:`.kalman.joseph_update`."""
+    H = np.zeros((4, x.shape[0]))
+    for i in range(4):
+        H[i, N + 10 + i] = 1.0
+        innovation[i] = rates[i] - qd[10 + i] - x[N + 10 + i]
+    return joseph_update(x, P, innovation, H, np.eye(4) * var, gate)
+
+
 class SensorBookkeeping:
     """What every vehicle filter shares around its updates: gate, per-sensor statistics, divergence flag,
     and the GNSS re-acquisition (a fix rejected for longer than ``reacquire_after_s`` moves the position
@@ -441,6 +452,12 @@ class VehicleErrorEKF(SensorBookkeeping):
         keep = np.isfinite(rates)
         if not keep.any():
             return False
+        stats = self.stats["wheel_rates"]
+        if (self._compiled_sensors and keep.all() and "wheel_rates" in self.settings.enabled_sensors
+                and stats.consecutive_rejections < self.settings.relock_after):
+            innovation = np.empty(4)
+            nis = _wheel_rate_block(self.x, self.P, self.vehicle.solver.qd, rates, sigma**2, self.gate(4), innovation)
+            return record_update(stats, innovation, nis)
         h, H = self._h_wheel_rates()
         return self._apply("wheel_rates", rates[keep], h[keep], H[keep], np.eye(int(keep.sum())) * sigma**2)
 
