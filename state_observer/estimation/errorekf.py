@@ -160,8 +160,8 @@ def _propagate_fe(P, G, h, plant, FP):
     two (3n, 3n) ones; ``FP`` (3n, 3n) work array."""
     n, m = G.shape[0], P.shape[0]
     GP = G @ P
-    for j in range(m):
-        for r in range(n):
+    for r in range(n):
+        for j in range(m):
             FP[r, j] = P[r, j] + 0.5 * h * (P[n + r, j] + GP[r, j])
             FP[n + r, j] = GP[r, j]
             FP[2 * n + r, j] = P[2 * n + r, j]
