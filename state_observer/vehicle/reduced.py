@@ -341,7 +341,7 @@ class _Solver(ALI3P):
             self._plane = np.concatenate([[road.height_m, road.grade_x, road.grade_y], road._normal])
             self._plane_of = road
         v._position_key = None  # the work arrays are left at the last iterate
-        q, qd, qdd, it, converged, norm_dq = kern.trapezoidal_step(
+        q, qd, qdd, it, converged, norm_dq, size = kern.trapezoidal_step(
             self.q, self.qd, self.qdd, self.dt, self.tol, self.max_iter, self.accept_unconverged, v._inputs[kern.IN_RACK], *v._splines, v.body,
             v._inertia, v._mats, v._vecs, v._ch, v._jac, v._M, self._plane, v._inputs, v._xi0, v._road_height, v._road_normal, v.tire.rows,
             v.load_terms, v.force_correction, self.Q, self.K, self.C, v._tire_out, v._geo, self._W, self._piv)
@@ -349,7 +349,7 @@ class _Solver(ALI3P):
             why = "non-finite iterate (singular tangent matrix?)" if not math.isfinite(norm_dq) else f"|dq| = {norm_dq:.3g} > tol {self.tol:.3g}"
             self.last = StepResult(False, it, f"Newton-Raphson failed at t = {t1:.6g} s after {it} iterations: {why}", math.nan, math.nan)
             return self.last
-        if not math.isfinite(qd @ qd + qdd @ qdd):
+        if not math.isfinite(size):
             self.last = StepResult(False, it, f"projection produced non-finite values at t = {t1:.6g} s", math.nan, math.nan)
             return self.last
         self.t, self.q, self.qd, self.qdd = t1, q, qd, qdd

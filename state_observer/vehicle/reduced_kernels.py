@@ -347,8 +347,8 @@ def trapezoidal_step(q0, qd0, qdd0, dt, tol, max_iter, accept_unconverged, rack,
     dt^2/4 K with C, K from the first iterate, same convergence test), then qd and qdd from W.
     Q, K, C, W: work arrays (Q includes ``force_correction``; K and C are left at the first iterate, as
     the integrator leaves them).
-    Returns (q, qd, qdd, iterations, converged, |dq| of the last iteration); qd and qdd are the old ones
-    when the step failed (not converged, unless ``accept_unconverged`` and finite)."""
+    Returns (q, qd, qdd, iterations, converged, |dq| of the last iteration, |qd|^2 + |qdd|^2); qd and qdd
+    are the old ones when the step failed (not converged, unless ``accept_unconverged`` and finite)."""
     n = q0.shape[0]
     c1, c2, h = 2.0 / dt, 4.0 / (dt * dt), 0.25 * dt * dt
     qd_hat = -(c1 * q0 + qd0)
@@ -393,10 +393,10 @@ def trapezoidal_step(q0, qd0, qdd0, dt, tol, max_iter, accept_unconverged, rack,
         if not math.isfinite(norm_dq):
             break
     if not (converged or (accept_unconverged and math.isfinite(norm_dq))):
-        return q, qd0, qdd0, it, False, norm_dq  # failed: the caller keeps its state
+        return q, qd0, qdd0, it, False, norm_dq, 0.0  # failed: the caller keeps its state
     qd = lu_solve(W, piv, _tangent_times(M, C, K, dt, c1 * q + qd_hat))
     qdd = lu_solve(W, piv, _tangent_times(M, C, K, dt, c2 * q + qdd_hat))
-    return q, qd, qdd, it, converged, norm_dq
+    return q, qd, qdd, it, converged, norm_dq, dot(qd, qd) + dot(qdd, qdd)
 
 
 @njit(cache=True)
