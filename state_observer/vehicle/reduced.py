@@ -17,7 +17,10 @@ Springs, anti-roll bars, drag, tires, brakes and drive are the detailed model's 
 spring preloads, so both models share their static equilibrium.
 
 The evaluation runs in compiled kernels (:mod:`.reduced_kernels`, numba): one call for the kinematics
-and M(q), a Python road query at the wheel centres, one call for Q and its stiffness and damping.
+and M(q), a Python road query at the wheel centres, one call for Q and its stiffness and damping.  On a
+:class:`.road.FlatRoad` a whole integrator step is one compiled call (the ALI3-P Newton loop without
+constraints, :func:`.reduced_kernels.trapezoidal_step`); ``compiled_step = False`` or any other road
+uses the generic step.
 """
 from __future__ import annotations
 
