@@ -136,3 +136,29 @@ def test_stiffness_and_damping_match_finite_differences(reduced):
     assert np.abs(K - K_fd).max() < 0.04 * np.abs(K_fd).max()
     vertical = np.ix_([2, 3, 4, 6, 7, 8, 9], [2, 3, 4, 6, 7, 8, 9])  # heave, roll, pitch, travels
     assert np.abs(K[vertical] - K_fd[vertical]).max() < 0.005 * np.abs(K_fd).max()
+
+
+def test_compiled_step_is_the_integrators_step(reduced):
+    """On a flat road the model steps with one compiled Newton loop; it follows the generic ALI3-P step
+    (Python between the kernels) to round-off, force corrections included."""
+    runs = []
+    for compiled in (False, True):
+        reduced.compiled_step = compiled
+        reduced.set_inputs(0.0, np.zeros(4), np.zeros(4))  # the start's accelerations depend on the inputs
+        reduced.start(15.0)
+        states = []
+        for k in range(300):
+            reduced.set_inputs(0.5 * np.sin(0.02 * k), [80.0, 80.0, 0.0, 0.0], [0.0, 0.0, 20.0 * (k > 150), 20.0 * (k > 150)])
+            reduced.force_correction[[0, 1, 5]] = 200.0 if k % 7 == 0 else 0.0
+            assert reduced.step().success
+            s = reduced.solver
+            states.append(np.concatenate([s.q, s.qd, s.qdd, s.Q, reduced._tire_out.ravel()]))
+        runs.append((np.array(states), s.K.copy(), s.C.copy(), s.n_iterations))
+    reduced.compiled_step = True
+    reduced.force_correction[:] = 0.0
+    (generic, K0, C0, it0), (compiled, K1, C1, it1) = runs
+    assert abs(it0 - it1) <= 3  # a convergence test can fall on either side of tol
+    scale = np.abs(generic).max(axis=0) + 1e-3
+    assert (np.abs(compiled - generic) / scale).max() < 1e-8
+    np.testing.assert_allclose(K1, K0, rtol=0, atol=1e-10 * np.abs(K0).max())
+    np.testing.assert_allclose(C1, C0, rtol=0, atol=1e-10 * np.abs(C0).max())

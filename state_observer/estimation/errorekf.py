@@ -31,10 +31,12 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
+from ..mbs.small_linalg import lu_factor, lu_solve_columns
 from ..sensors import models
 from ..vehicle import reduced_kernels as kern
-from .kalman import DEFAULT_GATE_PROBABILITY, GateCache, SensorStatistics, sequential_update, white_acceleration_covariance, white_jerk_covariance
+from .kalman import DEFAULT_GATE_PROBABILITY, GateCache, SensorStatistics, joseph_update, record_update, sequential_update, white_acceleration_covariance, white_jerk_covariance
 
 N = models.N
 SENSORS = ("gnss_fix", "gnss_velocity", "gyroscope", "accelerometer", "wheel_rates", "wheel_angles", "suspension_travel")
@@ -93,6 +95,143 @@ def trapezoidal_transition(M: np.ndarray, K: np.ndarray, C: np.ndarray, h: float
     return F
 
 
+@njit(cache=True)
+def _map_columns(H, A, B, levels):
+    """H (m, 3n) over [z, z_dot, z_ddot] onto the error state: [H_z + H_a A, H_zd + H_a B, H_a] for
+    ``levels`` 3 (a = dz_ddot - A dz - B dz_dot), the first 2n columns for 2."""
+    m, n = H.shape[0], A.shape[0]
+    if levels == 2:
+        return H[:, : 2 * n].copy()
+    out = H.copy()
+    for a in range(m):
+        for k in range(n):
+            hk = H[a, 2 * n + k]
+            if hk != 0.0:
+                for j in range(n):
+                    out[a, j] += hk * A[k, j]
+                    out[a, n + j] += hk * B[k, j]
+    return out
+
+
+@njit(cache=True)
+def _error_block(x, P, y, h, H, R, A, B, gate, innovation):
+    """:meth:`VehicleErrorEKF._apply` compiled: H mapped (:func:`_map_columns`, by len(x)), the innovation
+    y - h - H x written to ``innovation``, then :func:`.kalman.joseph_update` (its return value)."""
+    Hx = _map_columns(H, A, B, x.shape[0] // A.shape[0])
+    for a in range(y.shape[0]):
+        acc = y[a] - h[a]
+        for k in range(x.shape[0]):
+            acc -= Hx[a, k] * x[k]
+        innovation[a] = acc
+    return joseph_update(x, P, innovation, Hx, R, gate)
+
+
+@njit(cache=True)
+def _fe_transition(M, K, C, h, G, A, B):
+    """The compiled core of the errorEKF-FE's :func:`trapezoidal_transition` (with the acceleration input):
+    G = W^-1 [-h K, M - h/2 C - h^2/4 K, h M] (n, 3n), the velocity rows of F, and A = -M^-1 K, B = -M^-1 C,
+    written in place.  Returns False when M or W is singular."""
+    n = M.shape[0]
+    LU, piv = M.copy(), np.zeros(n, dtype=np.intp)
+    W = np.empty((n, n))
+    rhs = np.empty((n, 3 * n))
+    for i in range(n):
+        for j in range(n):
+            hC, h2K = 0.5 * h * C[i, j], 0.25 * h * h * K[i, j]
+            W[i, j] = M[i, j] + hC + h2K
+            rhs[i, j] = -h * K[i, j]
+            rhs[i, n + j] = M[i, j] - hC - h2K
+            rhs[i, 2 * n + j] = h * M[i, j]
+    if not lu_factor(LU, piv):
+        return False
+    AB = lu_solve_columns(LU, piv, np.hstack((K, C)))
+    A[:, :] = -AB[:, :n]
+    B[:, :] = -AB[:, n:]
+    if not lu_factor(W, piv):
+        return False
+    G[:, :] = lu_solve_columns(W, piv, rhs)
+    return True
+
+
+@njit(cache=True)
+def _propagate_fe(P, G, h, plant, FP):
+    """P <- F P F^T + plant (symmetrised) for the errorEKF-FE's F = [[I + h/2 G_1, h/2 (I + G_2), h/2 G_3],
+    G, [0, 0, I]], G (n, 3n) its velocity rows (:func:`_fe_transition`): two (n, 3n) products instead of
+    two (3n, 3n) ones; ``FP`` (3n, 3n) work array."""
+    n, m = G.shape[0], P.shape[0]
+    GP = G @ P
+    for r in range(n):
+        for j in range(m):
+            FP[r, j] = P[r, j] + 0.5 * h * (P[n + r, j] + GP[r, j])
+            FP[n + r, j] = GP[r, j]
+            FP[2 * n + r, j] = P[2 * n + r, j]
+    X = FP @ G.T
+    for i in range(m):
+        for r in range(n):
+            P[i, r] = FP[i, r] + 0.5 * h * (FP[i, n + r] + X[i, r])
+            P[i, n + r] = X[i, r]
+            P[i, 2 * n + r] = FP[i, 2 * n + r]
+    for i in range(m):
+        for j in range(i, m):
+            v = 0.5 * (P[i, j] + P[j, i]) + plant[i, j]
+            P[i, j] = v
+            P[j, i] = v
+
+
+@njit(cache=True)
+def _feed_back(x, q, qd, qdd, A, B, M, mask, P):
+    """errorEKF-FE feedback of x = [dz, dz_dot, a]: q + dz, qd + dz_dot, qdd + A dz + B dz_dot + a (new
+    arrays) and the force increment dQ = (M a) * mask.  Returns them with dQ's finiteness and that of P and
+    the new q."""
+    n = q.shape[0]
+    q1, qd1, qdd1, dQ = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    force_ok, finite = True, True
+    for i in range(n):
+        q1[i] = q[i] + x[i]
+        qd1[i] = qd[i] + x[n + i]
+        Adz, Bdzd, Ma = 0.0, 0.0, 0.0
+        for j in range(n):
+            Adz += A[i, j] * x[j]
+            Bdzd += B[i, j] * x[n + j]
+            Ma += M[i, j] * x[2 * n + j]
+        qdd1[i] = qdd[i] + Adz + Bdzd + x[2 * n + i]
+        dQ[i] = Ma * mask[i]
+        force_ok = force_ok and math.isfinite(dQ[i])
+        finite = finite and math.isfinite(q1[i])
+    for i in range(P.shape[0]):
+        for j in range(P.shape[1]):
+            finite = finite and math.isfinite(P[i, j])
+    return q1, qd1, qdd1, dQ, force_ok, finite
+
+
+@njit(cache=True)
+def _imu_blocks(x, P, q, qd, qdd, S, r, gyro, accel, gyro_var, accel_var, A, B, gate, use_gyro, use_accel, nu_gyro, nu_accel):
+    """:meth:`VehicleErrorEKF.update_imu` compiled: the gyroscope block, then the accelerometer block
+    (:func:`_error_block`; sensor models of :mod:`state_observer.sensors.models`, mounting rotation S,
+    lever arm r, noise variances (rad/s)^2, (m/s^2)^2).  Returns both codes of :func:`.kalman.joseph_update`
+    (0 for a block not used)."""
+    St = np.ascontiguousarray(S.T)
+    nis_gyro = nis_accel = 0.0
+    if use_gyro:
+        h, H = models._gyroscope(q, qd, St)
+        nis_gyro = _error_block(x, P, gyro, h, H, np.eye(3) * gyro_var, A, B, gate, nu_gyro)
+    if use_accel:
+        h, H = models._accelerometer(q, qd, qdd, r, St, models.GRAVITY_ENU_M_S2)
+        nis_accel = _error_block(x, P, accel, h, H, np.eye(3) * accel_var, A, B, gate, nu_accel)
+    return nis_gyro, nis_accel
+
+
+@njit(cache=True)
+def _wheel_rate_block(x, P, qd, rates, var, gate, innovation):
+    """:meth:`VehicleErrorEKF.update_wheel_rates` compiled for four finite rates (rad/s, variance (rad/s)^2):
+    h = the spin rates z_dot[10:14], H their unit columns; returns the code of :func:`.kalman.joseph_update`."""
+    H = np.zeros((4, x.shape[0]))
+    for i in range(4):
+        H[i, N + 10 + i] = 1.0
+        innovation[i] = rates[i] - qd[10 + i] - x[N + 10 + i]
+    return joseph_update(x, P, innovation, H, np.eye(4) * var, gate)
+
+
 class SensorBookkeeping:
     """What every vehicle filter shares around its updates: gate, per-sensor statistics, divergence flag,
     and the GNSS re-acquisition (a fix rejected for longer than ``reacquire_after_s`` moves the position
@@ -149,14 +288,16 @@ class SensorBookkeeping:
             self.n_relocks += 1
         return sequential_update(self.x, self.P, innovation, H, R, gate, stats)
 
-    def _check_divergence(self, state: np.ndarray) -> None:
+    def _check_divergence(self, state: np.ndarray | None, finite: bool | None = None) -> None:
         """Flag divergence: a sensor's recent mean NIS above ``divergence_nis_factor`` times its dimension,
-        or a non-finite covariance or ``state``."""
-        s = self.settings
+        or a non-finite covariance or ``state`` (``finite``: that test already made)."""
+        limit = self.settings.divergence_nis_factor
         for st in self.stats.values():
-            if st.accepted > 50 and st.dof and st.nis_mean_recent > s.divergence_nis_factor * st.dof:
+            if st.accepted > 50 and st.dof and st.nis_mean_recent > limit * st.dof:
                 self.diverged = True
-        if not (np.all(np.isfinite(self.P)) and np.all(np.isfinite(state))):
+        if finite is None:
+            finite = np.all(np.isfinite(self.P)) and np.all(np.isfinite(state))
+        if not finite:
             self.diverged = True
 
 
@@ -188,7 +329,10 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._relinearise = s.force_estimation  # the transition follows the model (else constant F)
         self._steps_since_transition = 0
         self._M = None  # mass matrix of the last linearisation
-        self._A = self._B = np.zeros((N, N))  # -M^-1 K, -M^-1 C at the last step
+        self._A, self._B = np.zeros((N, N)), np.zeros((N, N))  # -M^-1 K, -M^-1 C at the last linearisation
+        self._G = np.zeros((N, 3 * N))  # errorEKF-FE: the velocity rows of F (_fe_transition)
+        self._work = np.zeros((n, n))
+        self._compiled_sensors = True  # the IMU update in one compiled call (the sensor models of the 14-DOF state)
 
     # ----- life cycle ---------------------------------------------------------------------------------
     def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:
@@ -213,19 +357,37 @@ class VehicleErrorEKF(SensorBookkeeping):
             return False
         if self._relinearise:
             if self._steps_since_transition == 0:
-                self.F = self._transition()
+                if self.levels == 3:
+                    self._linearise()  # F is kept as its velocity rows G
+                else:
+                    self.F = self._transition()
             self._steps_since_transition = (self._steps_since_transition + 1) % self.settings.transition_every_steps
-        self.P[:] = self.F @ self.P @ self.F.T + self.plant
+        if self.levels == 3:
+            _propagate_fe(self.P, self._G, self.dt, self.plant, self._work)
+        else:
+            self.P[:] = self.F @ self.P @ self.F.T + self.plant
         self.x[:] = 0.0
         return True
 
-    def _transition(self) -> np.ndarray:
-        """The model's error transition over one step (:func:`trapezoidal_transition`) at the current state."""
+    def _linearise(self) -> None:
+        """errorEKF-FE: M, A = -M^-1 K, B = -M^-1 C and the velocity rows G of F at the current model state."""
         solver = self.vehicle.solver
         M = self._M = self.vehicle.mass_matrix(solver.q)
-        AB = -np.linalg.solve(M, np.hstack([solver.K, solver.C]))
-        self._A, self._B = AB[:, :N], AB[:, N:]
-        return trapezoidal_transition(M, solver.K, solver.C, self.dt, acceleration_input=True)
+        if not _fe_transition(M, solver.K, solver.C, self.dt, self._G, self._A, self._B):
+            raise np.linalg.LinAlgError("errorEKF-FE: singular mass or tangent matrix")
+
+    def _transition(self) -> np.ndarray:
+        """The model's error transition over one step (:func:`trapezoidal_transition`, with the acceleration
+        input) at the current state; the filter itself keeps only its velocity rows (:meth:`_linearise`)."""
+        self._linearise()
+        h = self.dt
+        F = np.zeros((3 * N, 3 * N))
+        F[N : 2 * N] = self._G
+        F[:N] = 0.5 * h * self._G
+        F[:N, :N] += np.eye(N)
+        F[:N, N : 2 * N] += 0.5 * h * np.eye(N)
+        F[2 * N :, 2 * N :] = np.eye(N)
+        return F
 
     # ----- measurements -------------------------------------------------------------------------------
     def _state(self):
@@ -233,20 +395,21 @@ class VehicleErrorEKF(SensorBookkeeping):
         return s.q, s.qd, s.qdd
 
     def _apply(self, name: str, y: np.ndarray, h: np.ndarray, H: np.ndarray, R: np.ndarray) -> bool:
-        """One gated block (:meth:`_gated_update`) with H mapped onto the error state."""
+        """One gated block (:meth:`_gated_update`) with H mapped onto the error state: with force estimation
+        the acceleration block of x is the unexplained acceleration a, and the model's acceleration also
+        responds to position and velocity errors, dz_ddot = A dz + B dz_dot + a.  One compiled call
+        (:func:`_error_block`) unless the sensor is due for a relock."""
         if name not in self.settings.enabled_sensors:
             return False
-        if self.levels == 3:
-            # the acceleration block of x is the unexplained acceleration a; the model's acceleration also
-            # responds to position and velocity errors: dz_ddot = A dz + B dz_dot + a
-            H = H.copy()
-            H_acc = H[:, 2 * N :]
-            if H_acc.any():
-                H[:, :N] += H_acc @ self._A
-                H[:, N : 2 * N] += H_acc @ self._B
-        else:
-            H = H[:, : 2 * N]
-        return self._gated_update(name, np.asarray(y, float) - h - H @ self.x, H, R)
+        stats = self.stats[name]
+        y = np.asarray(y, float)
+        if stats.consecutive_rejections < self.settings.relock_after:
+            innovation = np.empty(len(y))
+            nis = _error_block(self.x, self.P, y, np.asarray(h, float), np.ascontiguousarray(H, dtype=float), np.ascontiguousarray(R, dtype=float),
+                               self._A, self._B, self.gate(len(y)), innovation)
+            return record_update(stats, innovation, nis)
+        H = _map_columns(np.ascontiguousarray(H, dtype=float), self._A, self._B, self.levels)
+        return self._gated_update(name, y - h - H @ self.x, H, R)
 
     def update_gnss_fix(self, antenna_enu_m: np.ndarray, covariance_m2: np.ndarray, age_s: float = 0.0) -> bool:
         """GNSS antenna position in the local ENU frame (m) with its covariance (3, 3), measured ``age_s``
@@ -268,6 +431,16 @@ class VehicleErrorEKF(SensorBookkeeping):
 
     def update_imu(self, angular_velocity_rad_s: np.ndarray, linear_acceleration_m_s2: np.ndarray, gyro_sigma: float, accel_sigma: float) -> tuple[bool, bool]:
         """IMU sample in the sensor frame: gyroscope (rad/s) and specific force (m/s^2)."""
+        s = self.settings
+        gyro_stats, accel_stats = self.stats["gyroscope"], self.stats["accelerometer"]
+        if self._compiled_sensors and max(gyro_stats.consecutive_rejections, accel_stats.consecutive_rejections) < s.relock_after:
+            use_gyro, use_accel = "gyroscope" in s.enabled_sensors, "accelerometer" in s.enabled_sensors
+            q, qd, qdd = self._state()
+            nu_gyro, nu_accel = np.empty(3), np.empty(3)
+            nis_gyro, nis_accel = _imu_blocks(self.x, self.P, q, qd, qdd, np.asarray(self.mounts.imu_rotation, float), np.asarray(self.mounts.imu_position_m, float),
+                                              np.asarray(angular_velocity_rad_s, float), np.asarray(linear_acceleration_m_s2, float), gyro_sigma**2, accel_sigma**2,
+                                              self._A, self._B, self.gate(3), use_gyro, use_accel, nu_gyro, nu_accel)
+            return (use_gyro and record_update(gyro_stats, nu_gyro, nis_gyro)), (use_accel and record_update(accel_stats, nu_accel, nis_accel))
         return self.update_gyroscope(angular_velocity_rad_s, gyro_sigma), self.update_accelerometer(linear_acceleration_m_s2, accel_sigma)
 
     def update_gyroscope(self, angular_velocity_rad_s: np.ndarray, sigma: float) -> bool:
@@ -285,6 +458,12 @@ class VehicleErrorEKF(SensorBookkeeping):
         keep = np.isfinite(rates)
         if not keep.any():
             return False
+        stats = self.stats["wheel_rates"]
+        if (self._compiled_sensors and keep.all() and "wheel_rates" in self.settings.enabled_sensors
+                and stats.consecutive_rejections < self.settings.relock_after):
+            innovation = np.empty(4)
+            nis = _wheel_rate_block(self.x, self.P, self.vehicle.solver.qd, rates, sigma**2, self.gate(4), innovation)
+            return record_update(stats, innovation, nis)
         h, H = self._h_wheel_rates()
         return self._apply("wheel_rates", rates[keep], h[keep], H[keep], np.eye(int(keep.sum())) * sigma**2)
 
@@ -317,28 +496,29 @@ class VehicleErrorEKF(SensorBookkeeping):
     def correct(self) -> None:
         """Feed the estimated errors back into the model (module docstring) and reset x to zero."""
         x = self.x
-        solver = self.vehicle.solver
-        dz, dzd = x[:N], x[N : 2 * N]
-        self._correct_state(dz, dzd)
         if self.levels == 3:
-            a = x[2 * N :]
-            # the model's own response to the state corrections plus the unexplained acceleration a
-            solver.qdd = solver.qdd + self._A @ dz + self._B @ dzd + a
-            self._force_feedback(a)
+            # positions and velocities, the model's own response to them plus the unexplained acceleration a,
+            # and the force increment M a on the feedback coordinates (M from the last linearisation, <= 20 ms)
+            v = self.vehicle
+            solver = v.solver
+            M = self._M if self._M is not None else v.mass_matrix(solver.q)
+            solver.q, solver.qd, solver.qdd, dQ, force_ok, finite = _feed_back(x, solver.q, solver.qd, solver.qdd, self._A, self._B, M,
+                                                                               self._feedback_mask, self.P)
+            if force_ok:
+                self._force_feedback(dQ)
+            x[:] = 0.0
+            self._check_divergence(None, finite)
+            return
+        self._correct_state(x[:N], x[N : 2 * N])
         x[:] = 0.0
         self._check_divergence(self.vehicle.solver.q)
 
-    def _force_feedback(self, a: np.ndarray) -> None:
-        """The force correction grows by the generalised force of the unexplained acceleration, M a, on the
+    def _force_feedback(self, dQ: np.ndarray) -> None:
+        """The force correction grows by dQ, the generalised force of the unexplained acceleration on the
         feedback coordinates; the chassis part of that increment can go into the tire deflections."""
-        v = self.vehicle
-        M = self._M if self._M is not None else v.mass_matrix(v.solver.q)  # from the last linearisation (<= 20 ms)
-        dQ = (M @ a) * self._feedback_mask
-        if not np.all(np.isfinite(dQ)):
-            return
         if self.settings.tire_redistribution:
             dQ -= self._redistribute(dQ) * self._feedback_mask
-        v.force_correction += dQ
+        self.vehicle.force_correction += dQ
 
     def _redistribute(self, dQ: np.ndarray) -> np.ndarray:
         """Move the chassis part of a force-correction change dQ onto the tire deflections; returns the generalised forces the tires
@@ -401,6 +581,7 @@ class DetailedErrorEKF(VehicleErrorEKF):
         self.sensors = models.NaturalChassisSensors(model, spins=[f"th_{w}" for w in WHEELS])
         self._heights = model.indices([f"C_{w}.z" for w in WHEELS])
         self.position_tolerance_m = 1e-6  # constraint violation above which the feedback solves the position problem
+        self._compiled_sensors = False
         self._relinearise = True
         self._spins = model.indices([f"th_{w}" for w in WHEELS])
         self._R, self._R_at = None, None

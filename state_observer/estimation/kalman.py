@@ -81,23 +81,48 @@ def sequential_update(x: np.ndarray, P: np.ndarray, innovation: np.ndarray, H: n
     any gain, evaluated in its expanded form P - K (H P) - (P H^T) K^T + K S K^T (rank-m updates instead of
     two n^3 products), symmetrised.  Returns False (and changes nothing) when the block fails the gate,
     is not finite or S is not positive definite."""
-    nis = _joseph_update(x, P, np.ascontiguousarray(innovation, dtype=float), np.ascontiguousarray(H, dtype=float),
-                         np.ascontiguousarray(R, dtype=float), float(gate))
+    nis = joseph_update(x, P, np.ascontiguousarray(innovation, dtype=float), np.ascontiguousarray(H, dtype=float),
+                        np.ascontiguousarray(R, dtype=float), float(gate))
+    return record_update(stats, innovation, nis)
+
+
+def record_update(stats: SensorStatistics, innovation: np.ndarray, nis: float) -> bool:
+    """Count the outcome of :func:`joseph_update` (its return value ``nis``) in ``stats``; True if applied."""
     if nis < 0.0:  # -1: not finite or S not positive definite; -2 - NIS: failed the gate
         return stats.reject(innovation, -2.0 - nis) if nis < -1.5 else stats.reject()
     return stats.accept(innovation, nis)
 
 
 @njit(cache=True)
-def _joseph_update(x, P, innovation, H, R, gate):
-    """Compiled body of :func:`sequential_update`: returns the NIS when applied, -1 for non-finite input or an
-    indefinite S, -2 - NIS when the gate rejects (x and P untouched then)."""
-    if not (np.all(np.isfinite(innovation)) and np.all(np.isfinite(H)) and np.all(np.isfinite(R))):
-        return -1.0
-    PHt = P @ H.T
-    S = H @ PHt + R
-    m = S.shape[0]
-    # Cholesky by hand: S must be positive definite
+def joseph_update(x, P, innovation, H, R, gate):
+    """Compiled body of :func:`sequential_update` (x (n,), P (n, n) in place; innovation (m,), H (m, n),
+    R (m, m)): returns the NIS when applied, -1 for non-finite input or an indefinite S, -2 - NIS when the
+    gate rejects (x and P untouched then).  Loops over the m rows (m is 1-4), zero entries of H skipped."""
+    m, n = H.shape
+    for a in range(m):
+        if not math.isfinite(innovation[a]):
+            return -1.0
+        for b in range(m):
+            if not math.isfinite(R[a, b]):
+                return -1.0
+        for k in range(n):
+            if not math.isfinite(H[a, k]):
+                return -1.0
+    PHt = np.zeros((m, n))  # (P H^T)^T = H P^T, by rows of P (P is symmetric up to round-off)
+    for a in range(m):
+        for k in range(n):
+            hk = H[a, k]
+            if hk != 0.0:
+                for i in range(n):
+                    PHt[a, i] += hk * P[k, i]
+    S = R.copy()
+    for a in range(m):
+        for b in range(m):
+            acc = 0.0
+            for k in range(n):
+                acc += H[a, k] * PHt[b, k]
+            S[a, b] += acc
+    # Cholesky S = L L^T (S must be positive definite), then S^-1 = L^-T L^-1
     L = np.zeros((m, m))
     for i in range(m):
         for j in range(i + 1):
@@ -110,15 +135,48 @@ def _joseph_update(x, P, innovation, H, R, gate):
                 L[i, i] = math.sqrt(acc)
             else:
                 L[i, j] = acc / L[j, j]
-    S_inv = np.linalg.inv(S)
-    nis = innovation @ S_inv @ innovation
+    L_inv = np.zeros((m, m))
+    for j in range(m):
+        L_inv[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, m):
+            acc = 0.0
+            for k in range(j, i):
+                acc -= L[i, k] * L_inv[k, j]
+            L_inv[i, j] = acc / L[i, i]
+    S_inv = np.zeros((m, m))
+    for a in range(m):
+        for b in range(m):
+            acc = 0.0
+            for k in range(max(a, b), m):
+                acc += L_inv[k, a] * L_inv[k, b]
+            S_inv[a, b] = acc
+    nis = 0.0
+    for a in range(m):
+        for b in range(m):
+            nis += innovation[a] * S_inv[a, b] * innovation[b]
     if not nis <= gate:
         return -2.0 - nis
-    K = PHt @ S_inv
-    x += K @ innovation
-    KPH = K @ PHt.T
-    P += K @ S @ K.T - KPH - KPH.T
-    n = P.shape[0]
+    Kt = np.zeros((m, n))  # K^T = S^-1 H P
+    KSt = np.zeros((m, n))  # (K S)^T
+    for a in range(m):
+        for b in range(m):
+            sab = S_inv[a, b]
+            for i in range(n):
+                Kt[a, i] += sab * PHt[b, i]
+    for a in range(m):
+        for b in range(m):
+            sab = S[a, b]
+            for i in range(n):
+                KSt[a, i] += sab * Kt[b, i]
+    for a in range(m):
+        for i in range(n):
+            x[i] += Kt[a, i] * innovation[a]
+    # P += K S K^T - K (H P) - (P H^T) K^T, symmetrised
+    for i in range(n):
+        for a in range(m):
+            ks, k, ph = KSt[a, i], Kt[a, i], PHt[a, i]
+            for j in range(n):
+                P[i, j] += ks * Kt[a, j] - k * PHt[a, j] - ph * Kt[a, j]
     for i in range(n):
         for j in range(i + 1, n):
             v = 0.5 * (P[i, j] + P[j, i])

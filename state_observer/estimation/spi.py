@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from .errorekf import N, ErrorEkfSettings, VehicleErrorEKF
 
@@ -80,57 +81,81 @@ class VehicleSPI:
             self._update_parameters()
 
     def _residual(self, theta: np.ndarray, rows=CHASSIS_ROWS) -> np.ndarray:
-        """r(theta) on ``rows`` at the current model state; leaves the model with the parameters theta."""
-        v = self.vehicle
-        solver = v.solver
-        v.set_total_mass(theta[0])
-        v.mu = theta[1]
-        Q = np.zeros(N)
-        saved = v.force_correction.copy()
-        v.force_correction[:] = 0.0
-        v._accumulate(solver.q, solver.qd, solver.t, Q, None, None)
-        v.force_correction[:] = saved
-        return (v.mass_matrix(solver.q) @ solver.qdd - Q)[list(rows)]
+        """r(theta) on ``rows`` at the current model state (the model keeps its parameters)."""
+        return self.vehicle.force_residuals(np.asarray(theta, float)[None], rows)[0]
 
     def _update_parameters(self) -> None:
         """One unscented update of theta = (mass, mu) with r(theta) = 0 (module docstring)."""
         v = self.vehicle
         P = self.P_theta + self.Q_theta
-        L = 2
-        try:
-            S = np.linalg.cholesky(P)
-        except np.linalg.LinAlgError:
-            return
-        points = [self.theta] + [self.theta + s * np.sqrt(L) * S[:, i] for i in range(L) for s in (1.0, -1.0)]
         lo, hi = self.spi.mu_bounds
         m_lo, m_hi = self._mass_range
-        points = [np.array([min(max(p[0], m_lo), m_hi), min(max(p[1], lo), hi)]) for p in points]
-        weights = np.array([0.0] + [1.0 / (2 * L)] * (2 * L))
-        weights_c = weights.copy()
-        weights_c[0] += 2.0  # beta = 2, alpha = 1
-        tire_state = v._tire_out.copy(), v._geo.copy()
-        residuals = np.array([self._residual(p) for p in points])
-        v._tire_out[:], v._geo[:] = tire_state  # the sigma-point evaluations must not leak into the model's record
-        r_mean = weights @ residuals
-        dr = residuals - r_mean
-        dth = np.array(points) - self.theta
-        P_rr = (weights_c[:, None, None] * dr[:, :, None] * dr[:, None, :]).sum(axis=0) + self.R
-        P_tr = (weights_c[:, None, None] * dth[:, :, None] * dr[:, None, :]).sum(axis=0)
-        K = np.linalg.solve(P_rr, P_tr.T).T
-        theta = self.theta + K @ (0.0 - r_mean)
-        theta[0] = min(max(theta[0], m_lo), m_hi)
-        theta[1] = min(max(theta[1], lo), hi)
+        bounds = np.array([[m_lo, lo], [m_hi, hi]])
+        points = _sigma_points(self.theta, P, bounds)
+        if points is None:
+            return
+        residuals = v.force_residuals(points, CHASSIS_ROWS)  # the model's parameters and records are kept
+        theta, P_new = _unscented_correction(points, residuals, self.theta, P, self.R, bounds)
         if np.all(np.isfinite(theta)):
-            self.theta = theta
-            self.P_theta = P - K @ P_rr @ K.T
-            self.P_theta = 0.5 * (self.P_theta + self.P_theta.T)
+            self.theta, self.P_theta = theta, P_new
         # the errorEKF-FE's force correction compensated the old parameters: re-derive it at the new ones,
         # so that the model still reproduces the estimated accelerations (no double counting)
         coords = list(self.filter.settings.force_feedback_coordinates)
-        correction = self._residual(self.theta, coords)  # also sets the model's mass and mu to theta
-        v._tire_out[:], v._geo[:] = tire_state
+        correction = self._residual(self.theta, coords)
+        v.set_total_mass(self.theta[0])
+        v.mu = self.theta[1]
         v.force_correction[:] = 0.0
         v.force_correction[coords] = correction
 
     def parameter_sigma(self) -> np.ndarray:
         return np.sqrt(np.diag(self.P_theta))
+
+
+def _sigma_points(theta: np.ndarray, P: np.ndarray, bounds: np.ndarray) -> np.ndarray | None:
+    """(2 L + 1, L): theta, then theta +- sqrt(L) S_i for each column i of the lower Cholesky factor S of
+    P, clamped to ``bounds`` (rows: lower, upper); None when P is not positive definite."""
+    try:
+        S = np.linalg.cholesky(P)
+    except np.linalg.LinAlgError:
+        return None
+    return _clamped_points(theta, S, bounds)
+
+
+@njit(cache=True)
+def _clamped_points(theta, S, bounds):
+    L = theta.shape[0]
+    points = np.empty((2 * L + 1, L))
+    points[0] = theta
+    for i in range(L):
+        for k, sign in ((1 + 2 * i, 1.0), (2 + 2 * i, -1.0)):
+            points[k] = theta + sign * np.sqrt(L) * S[:, i]
+    for k in range(2 * L + 1):
+        for j in range(L):
+            points[k, j] = min(max(points[k, j], bounds[0, j]), bounds[1, j])
+    return points
+
+
+@njit(cache=True)
+def _unscented_correction(points, residuals, theta, P, R, bounds):
+    """theta + K (0 - r_mean) clamped to ``bounds`` and P - K P_rr K^T (symmetrised) from the sigma points
+    and their residuals (weights of alpha = 1, beta = 2, kappa = 0: centre 0 for the mean, 2 for the
+    covariance, 1/(2 L) for the others)."""
+    m, L = points.shape
+    w = np.full(m, 1.0 / (m - 1))
+    w[0] = 0.0
+    wc = w.copy()
+    wc[0] += 2.0
+    r_mean = w @ residuals
+    dr = residuals - r_mean
+    dth = points - theta
+    P_rr = R.copy()
+    P_tr = np.zeros((L, residuals.shape[1]))
+    for k in range(m):
+        P_rr += wc[k] * np.outer(dr[k], dr[k])
+        P_tr += wc[k] * np.outer(dth[k], dr[k])
+    K = np.linalg.solve(P_rr, P_tr.T).T
+    theta_new = theta - K @ r_mean
+    for j in range(L):
+        theta_new[j] = min(max(theta_new[j], bounds[0, j]), bounds[1, j])
+    P_new = P - K @ P_rr @ K.T
+    return theta_new, 0.5 * (P_new + P_new.T)

@@ -42,26 +42,32 @@ def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @njit(cache=True)
 def attitude_arrays(roll, pitch, yaw):
     """R = Rz(yaw) Ry(pitch) Rx(roll), dR/d(roll, pitch, yaw) (3, 3, 3), E_b, dE_b/d(roll, pitch) (2, 3, 3)
-    and the second derivatives of E_b (rr, rp, pp) (3, 3, 3)."""
+    and the second derivatives of E_b (rr, rp, pp) (3, 3, 3), written entry by entry (the products of
+    the elementary rotations in closed form)."""
     cr, sr, cp, sp, cy, sy = math.cos(roll), math.sin(roll), math.cos(pitch), math.sin(pitch), math.cos(yaw), math.sin(yaw)
-    Rx = np.array(((1.0, 0.0, 0.0), (0.0, cr, -sr), (0.0, sr, cr)))
-    Ry = np.array(((cp, 0.0, sp), (0.0, 1.0, 0.0), (-sp, 0.0, cp)))
-    Rz = np.array(((cy, -sy, 0.0), (sy, cy, 0.0), (0.0, 0.0, 1.0)))
-    RzRy = mm(Rz, Ry)
-    R = mm(RzRy, Rx)
-    dR = np.empty((3, 3, 3))
-    # dR/droll = R [e_x]x, dR/dpitch = Rz Ry [e_y]x Rx, dR/dyaw = [e_z]x R
-    dR[0] = mm(R, skew(np.array((1.0, 0.0, 0.0))))
-    dR[1] = mm(mm(RzRy, skew(np.array((0.0, 1.0, 0.0)))), Rx)
-    dR[2] = mm(skew(np.array((0.0, 0.0, 1.0))), R)
-    E = np.array(((1.0, 0.0, -sp), (0.0, cr, sr * cp), (0.0, -sr, cr * cp)))
-    dE = np.empty((2, 3, 3))
-    dE[0] = np.array(((0.0, 0.0, 0.0), (0.0, -sr, cr * cp), (0.0, -cr, -sr * cp)))
-    dE[1] = np.array(((0.0, 0.0, -cp), (0.0, 0.0, -sr * sp), (0.0, 0.0, -cr * sp)))
-    d2E = np.empty((3, 3, 3))
-    d2E[0] = np.array(((0.0, 0.0, 0.0), (0.0, -cr, -sr * cp), (0.0, sr, -cr * cp)))
-    d2E[1] = np.array(((0.0, 0.0, 0.0), (0.0, 0.0, -cr * sp), (0.0, 0.0, sr * sp)))
-    d2E[2] = np.array(((0.0, 0.0, sp), (0.0, 0.0, -sr * cp), (0.0, 0.0, -cr * cp)))
+    A = ((cy * cp, -sy, cy * sp), (sy * cp, cy, sy * sp), (-sp, 0.0, cp))  # Rz Ry
+    R, dR = np.empty((3, 3)), np.empty((3, 3, 3))
+    for i in range(3):
+        a0, a1, a2 = A[i]
+        R[i, 0], R[i, 1], R[i, 2] = a0, a1 * cr + a2 * sr, a1 * -sr + a2 * cr  # (Rz Ry) Rx
+        # dR/dpitch = Rz Ry [e_y]x Rx
+        dR[1, i, 0], dR[1, i, 1], dR[1, i, 2] = -a2, a0 * sr, a0 * cr
+    for i in range(3):
+        # dR/droll = R [e_x]x, dR/dyaw = [e_z]x R
+        dR[0, i, 0], dR[0, i, 1], dR[0, i, 2] = 0.0, R[i, 2], -R[i, 1]
+    for j in range(3):
+        dR[2, 0, j], dR[2, 1, j], dR[2, 2, j] = -R[1, j], R[0, j], 0.0
+    E = np.zeros((3, 3))
+    E[0, 0], E[0, 2] = 1.0, -sp
+    E[1, 1], E[1, 2] = cr, sr * cp
+    E[2, 1], E[2, 2] = -sr, cr * cp
+    dE = np.zeros((2, 3, 3))
+    dE[0, 1, 1], dE[0, 1, 2], dE[0, 2, 1], dE[0, 2, 2] = -sr, cr * cp, -cr, -sr * cp
+    dE[1, 0, 2], dE[1, 1, 2], dE[1, 2, 2] = -cp, -sr * sp, -cr * sp
+    d2E = np.zeros((3, 3, 3))
+    d2E[0, 1, 1], d2E[0, 1, 2], d2E[0, 2, 1], d2E[0, 2, 2] = -cr, -sr * cp, sr, -cr * cp
+    d2E[1, 1, 2], d2E[1, 2, 2] = -cr * sp, sr * sp
+    d2E[2, 0, 2], d2E[2, 1, 2], d2E[2, 2, 2] = sp, -sr * cp, -cr * cp
     return R, dR, E, dE, d2E
 
 

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from numba import njit
 
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
-from ..vehicle.reduced_kernels import body_rate, euler_rotation
+from ..vehicle.reduced_kernels import IN_MU, body_rate, euler_rotation
 from .manoeuvres import Manoeuvre, Path, friction_change, make_manoeuvre, steady_circle
 from .run import path_start, run
 from .truth import TruthSample
@@ -104,19 +105,37 @@ class _Inputs:
         self.steering_rate = 0.0  # finite difference of the last two samples (the detailed model's rack driver needs it)
         self._steering_ns = None
         self.torque = np.zeros(4)
+        self._changed = True  # set on the vehicle at the next apply()
 
     def take(self, sample) -> None:
         if isinstance(sample, SteeringSample) and math.isfinite(sample.steering_wheel_angle_rad):
             if self._steering_ns is not None and sample.stamp_ns > self._steering_ns:
                 self.steering_rate = (sample.steering_wheel_angle_rad - self.steering) / ((sample.stamp_ns - self._steering_ns) * 1e-9)
             self.steering, self._steering_ns = sample.steering_wheel_angle_rad, sample.stamp_ns
+            self._changed = True
         elif isinstance(sample, WheelSample) and np.all(np.isfinite(sample.torque_n_m)):
             self.torque = np.asarray(sample.torque_n_m, float)
+            self._changed = True
 
     def apply(self, vehicle) -> None:
+        """Set the inputs on the vehicle (only after a change: nothing else sets them)."""
+        if not self._changed:
+            return
         drive = np.maximum(self.torque, 0.0)
         brake = np.maximum(-self.torque, 0.0)
         vehicle.set_inputs(self.steering, drive, brake, steering_rate_rad_s=self.steering_rate)
+        self._changed = False
+
+
+@njit(cache=True)
+def _yaw_rate_and_sideslip(q, qd):
+    """Body yaw rate (rad/s) and the sideslip at base_link (rad, as :func:`sideslip`) of a 14-DOF state."""
+    R = euler_rotation(q[3], q[4], q[5])
+    E = body_rate(q[3], q[4])[0]
+    yaw_rate = E[2, 0] * qd[3] + E[2, 1] * qd[4] + E[2, 2] * qd[5]
+    vx = R[0, 0] * qd[0] + R[1, 0] * qd[1] + R[2, 0] * qd[2]
+    vy = R[0, 1] * qd[0] + R[1, 1] * qd[1] + R[2, 1] * qd[2]
+    return yaw_rate, (math.atan2(vy, vx) if math.hypot(vx, vy) > 0.5 else 0.0)
 
 
 def wrong_model(desc, model: str = "reduced", kinematics=None, linear_solver=None):
@@ -189,7 +208,7 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
                 raise RuntimeError(f"open loop model failed at t = {vehicle.solver.t:.3f} s")
         elif not filt.predict():
             raise RuntimeError(f"observer model failed at t = {vehicle.solver.t:.3f} s")
-        tire_force = np.column_stack([vehicle._tire_out[0], vehicle._tire_out[1], vehicle._tire_out[2]]).copy() if model == "reduced" else None
+        tire_force = vehicle._tire_out[:3].T.copy() if model == "reduced" else None  # (4, 3): fx, fy, fz per wheel
         while k_sample < len(samples) and samples[k_sample].stamp_ns <= t_end_ns:
             sample = samples[k_sample]
             k_sample += 1
@@ -209,10 +228,10 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
         if filt is not None:
             filt.correct()
         if model == "reduced":
-            q, qd = vehicle.solver.q, vehicle.solver.qd
-            R = euler_rotation(q[3], q[4], q[5])
-            w = body_rate(q[3], q[4])[0] @ qd[3:6]
-            out.append(Estimate(vehicle.solver.t, q[:3].copy(), float(w[2]), sideslip(qd[:3], R), tire_force, vehicle.total_mass_kg, float(np.mean(vehicle.mu))))
+            solver = vehicle.solver
+            yaw_rate, beta = _yaw_rate_and_sideslip(solver.q, solver.qd)
+            mu = vehicle._inputs[IN_MU : IN_MU + 4]
+            out.append(Estimate(solver.t, solver.q[:3].copy(), yaw_rate, beta, tire_force, vehicle.total_mass_kg, float(mu.sum() / 4.0)))
         else:
             out.append(_truth_record(vehicle.truth()))
     if timing is not None:

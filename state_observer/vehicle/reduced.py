@@ -17,7 +17,10 @@ Springs, anti-roll bars, drag, tires, brakes and drive are the detailed model's 
 spring preloads, so both models share their static equilibrium.
 
 The evaluation runs in compiled kernels (:mod:`.reduced_kernels`, numba): one call for the kinematics
-and M(q), a Python road query at the wheel centres, one call for Q and its stiffness and damping.
+and M(q), a Python road query at the wheel centres, one call for Q and its stiffness and damping.  On a
+:class:`.road.FlatRoad` a whole integrator step is one compiled call (the ALI3-P Newton loop without
+constraints, :func:`.reduced_kernels.trapezoidal_step`); ``compiled_step = False`` or any other road
+uses the generic step.
 """
 from __future__ import annotations
 
@@ -26,11 +29,13 @@ import math
 import numpy as np
 
 from ..mbs import ALI3P, MinimalModel
+from ..mbs.integrators import StepResult
 from ..mbs.model import body_point
 from ..sim.truth import TruthSample
 from . import reduced_kernels as kern
 from .detailed import WHEELS, DetailedVehicle, quaternion_from_matrix
 from .kinematic_fit import fit_vehicle_kinematics, knuckle_rotation
+from .road import FlatRoad
 from .tire import TireOutput
 from .wheel_loads import GEOMETRY_WIDTH
 
@@ -117,6 +122,9 @@ class ReducedVehicle:
         self.model = MinimalModel("reduced_vehicle", ["x", "y", "z", "roll", "pitch", "yaw"] + [f"s_{w}" for w in WHEELS] + [f"a_{w}" for w in WHEELS], self.mass_matrix, [_Loads(self)])
         self.solver_options = dict(dt=dt_s, tol=tol, max_iter=max_iter, linear_solver=linear_solver)
         self.solver: ALI3P | None = None
+        # on a flat road, step with the compiled Newton loop (False: the generic ALI3P step, e.g. for a linear-solver
+        # backend, which the compiled loop would bypass)
+        self.compiled_step = linear_solver is None
 
     # ----- mass distribution from the detailed model ------------------------------------------------
     def _lump_masses(self) -> None:
@@ -183,6 +191,22 @@ class ReducedVehicle:
         self.sprung_mass, self.total_mass_kg = sprung, float(mass_kg)
         self._position_key = None
 
+    def force_residuals(self, thetas: np.ndarray, rows) -> np.ndarray:
+        """(M(z; theta) z_ddot - Q(z, z_dot; theta))[rows] at the solver's state for each parameter set
+        theta = (vehicle mass kg, friction coefficient) of ``thetas`` (k, 2), without the force correction
+        (N, N m; (k, len(rows))).  The model keeps its own parameters and records
+        (:func:`.reduced_kernels.force_residuals`)."""
+        thetas = np.atleast_2d(np.asarray(thetas, float))
+        sprung = self.sprung_mass + (thetas[:, 0] - self.total_mass_kg)
+        if not np.all(sprung > 0.0) or not np.all(thetas[:, 1] > 0.0):
+            raise ValueError(f"vehicle parameters {thetas.tolist()} leave no sprung mass or no friction")
+        s = self.solver
+        self._position(s.q)  # the road below the wheel centres
+        inputs = self._inputs.copy()
+        inputs[kern.IN_TIRE_DT] = max(s.t - self._t0, 1e-9)  # as _accumulate
+        return kern.force_residuals(thetas, np.asarray(rows, dtype=np.intp), self.total_mass_kg, s.q, s.qd, s.qdd, inputs[kern.IN_RACK], *self._splines,
+                                    self.body, self._inertia, inputs, self._xi0, self._road_height, self._road_normal, self.tire.rows, self.load_terms)
+
     def mass_matrix(self, q: np.ndarray) -> np.ndarray:
         """M(q) (14, 14), kg and kg m^2."""
         self._position(q)
@@ -218,7 +242,7 @@ class ReducedVehicle:
         self._t0 = t
         self._position_key = None
         self.force_correction[:] = 0.0
-        self.solver = ALI3P(self.model, q, qd, t=t, alpha=1.0, **self.solver_options)
+        self.solver = _Solver(self, self.model, q, qd, t=t, alpha=1.0, **self.solver_options)
 
     def set_inputs(self, steering_wheel_angle_rad: float, drive_torque_n_m, brake_torque_n_m, steering_rate_rad_s: float = 0.0) -> None:
         self.steering_wheel_angle_rad = float(steering_wheel_angle_rad)
@@ -301,3 +325,46 @@ class _Loads:
         v = self.vehicle
         v._xi0[:] = v._tire_out[6:8]
         v._t0 = t
+
+
+class _Solver(ALI3P):
+    """ALI3-P whose step on a flat road is one compiled call (:func:`.reduced_kernels.trapezoidal_step`,
+    the same iteration); other roads are queried in Python between the kernels by the generic step."""
+
+    def __init__(self, vehicle: ReducedVehicle, *args, **kwargs):
+        self.vehicle = vehicle
+        super().__init__(*args, **kwargs)
+        self._W = np.zeros((self.model.n, self.model.n))
+        self._piv = np.zeros(self.model.n, dtype=np.intp)
+        self._plane, self._plane_of = None, None
+
+    def step(self) -> StepResult:
+        v = self.vehicle
+        road = v.road
+        if not (v.compiled_step and type(road) is FlatRoad):
+            return super().step()
+        t1 = self.t + self.dt
+        v._inputs[kern.IN_TIRE_DT] = max(t1 - v._t0, 1e-9)  # as ReducedVehicle._accumulate
+        if road is not self._plane_of:
+            self._plane = np.concatenate([[road.height_m, road.grade_x, road.grade_y], road._normal])
+            self._plane_of = road
+        v._position_key = None  # the work arrays are left at the last iterate
+        q, qd, qdd, it, converged, norm_dq, size = kern.trapezoidal_step(
+            self.q, self.qd, self.qdd, self.dt, self.tol, self.max_iter, self.accept_unconverged, v._inputs[kern.IN_RACK], *v._splines, v.body,
+            v._inertia, v._mats, v._vecs, v._ch, v._jac, v._M, self._plane, v._inputs, v._xi0, v._road_height, v._road_normal, v.tire.rows,
+            v.load_terms, v.force_correction, self.Q, self.K, self.C, v._tire_out, v._geo, self._W, self._piv)
+        if not converged and not (self.accept_unconverged and math.isfinite(norm_dq)):
+            why = "non-finite iterate (singular tangent matrix?)" if not math.isfinite(norm_dq) else f"|dq| = {norm_dq:.3g} > tol {self.tol:.3g}"
+            self.last = StepResult(False, it, f"Newton-Raphson failed at t = {t1:.6g} s after {it} iterations: {why}", math.nan, math.nan)
+            return self.last
+        if not math.isfinite(size):
+            self.last = StepResult(False, it, f"projection produced non-finite values at t = {t1:.6g} s", math.nan, math.nan)
+            return self.last
+        self.t, self.q, self.qd, self.qdd = t1, q, qd, qdd
+        for element in self._stateful:
+            element.commit(q, qd, t1)
+        self.n_steps += 1
+        self.n_iterations += it
+        msg = "converged" if converged else f"iteration limit {self.max_iter} reached (|dq| = {norm_dq:.3g})"
+        self.last = StepResult(True, it, msg, 0.0, 0.0)
+        return self.last
