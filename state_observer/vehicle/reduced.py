@@ -122,9 +122,9 @@ class ReducedVehicle:
         self.model = MinimalModel("reduced_vehicle", ["x", "y", "z", "roll", "pitch", "yaw"] + [f"s_{w}" for w in WHEELS] + [f"a_{w}" for w in WHEELS], self.mass_matrix, [_Loads(self)])
         self.solver_options = dict(dt=dt_s, tol=tol, max_iter=max_iter, linear_solver=linear_solver)
         self.solver: ALI3P | None = None
-        # on a flat road, step with the compiled Newton loop (False: the generic ALI3P step, e.g. for a linear-solver
-        # backend, which the compiled loop would bypass)
-        self.compiled_step = linear_solver is None
+        # on a flat road and with the default (LAPACK) solve, step with the compiled Newton loop (False: always the
+        # generic ALI3P step); a linear-solver backend always gets the generic step, which calls it
+        self.compiled_step = True
 
     # ----- mass distribution from the detailed model ------------------------------------------------
     def _lump_masses(self) -> None:
@@ -337,11 +337,12 @@ class _Solver(ALI3P):
         self._W = np.zeros((self.model.n, self.model.n))
         self._piv = np.zeros(self.model.n, dtype=np.intp)
         self._plane, self._plane_of = None, None
+        self._default_solve = kwargs.get("linear_solver") is None  # a backend (accel) must be called: generic step
 
     def step(self) -> StepResult:
         v = self.vehicle
         road = v.road
-        if not (v.compiled_step and type(road) is FlatRoad):
+        if not (v.compiled_step and type(road) is FlatRoad and self._default_solve):
             return super().step()
         t1 = self.t + self.dt
         v._inputs[kern.IN_TIRE_DT] = max(t1 - v._t0, 1e-9)  # as ReducedVehicle._accumulate
