@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+from numba import njit
 
 from ..sensors.geodesy import LocalENU
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
 from ..sim.truth import TruthSample
-from ..vehicle.detailed import quaternion_from_matrix
-from ..vehicle.reduced_kernels import body_rate, euler_rotation
+from ..vehicle.reduced_kernels import body_rate_into, euler_rotation_into
 from .errorekf import N, DetailedErrorEKF, VehicleErrorEKF, detailed_settings
 
 OBSERVERS = ("spi_reduced", "errorekf_fe_reduced", "errorekf_detailed")
@@ -483,11 +483,10 @@ class OnlineObserver:
             v_body, w_body = R.T @ state.velocity_enu_m_s, state.angular_velocity_body_rad_s
             rate_map = R.T  # the detailed filter's angular velocity errors are in world axes
         else:
-            z, zd = v.solver.q, v.solver.qd
-            R = euler_rotation(z[3], z[4], z[5])
-            rate_map = body_rate(z[3], z[4])[0]  # Euler angle rates -> base_link angular velocity
-            position, q = z[:3].copy(), quaternion_from_matrix(R)
-            v_body, w_body = R.T @ zd[:3], rate_map @ zd[3:6]
+            out = np.empty(13)
+            pose, twist = np.empty((6, 6)), np.empty((6, 6))
+            _reduced_odometry(v.solver.q, v.solver.qd, P, n, out, pose, twist)
+            return Odometry(int(self.t_ns), out[:3], out[3:7], out[7:10], out[10:13], pose, twist)
         T = np.zeros((6, 6))
         T[:3, :3], T[3:, 3:] = R.T, rate_map
         twist = T @ P[n : n + 6, n : n + 6] @ T.T
@@ -552,3 +551,51 @@ def _quaternion_matrix(q_wxyz) -> np.ndarray:
     from ..sim.sensors import quaternion_to_matrix
 
     return quaternion_to_matrix(q_wxyz)
+
+
+@njit(cache=True)
+def _reduced_odometry(z, zd, P, n, out, pose, twist):
+    """Odometry of the 14-DOF model's state: out = [position (3), quaternion wxyz of R = Rz Ry Rx (4), base_link
+    velocity R^T v (3), body rates E_b (roll, pitch, yaw)_dot (3)]; pose = sym(P[:6, :6]); twist = T P_v T^T with
+    T = diag(R^T, E_b) over the velocity errors P[n:n+6, n:n+6]."""
+    R, E = np.empty((3, 3)), np.empty((3, 3))
+    dE = np.empty((3, 3))
+    euler_rotation_into(z[3], z[4], z[5], R)
+    body_rate_into(z[3], z[4], E, dE, dE)
+    hr, hp, hy = 0.5 * z[3], 0.5 * z[4], 0.5 * z[5]
+    cr, sr, cp, sp, cy, sy = math.cos(hr), math.sin(hr), math.cos(hp), math.sin(hp), math.cos(hy), math.sin(hy)
+    out[0], out[1], out[2] = z[0], z[1], z[2]
+    out[3] = cy * cp * cr + sy * sp * sr
+    out[4] = cy * cp * sr - sy * sp * cr
+    out[5] = cy * sp * cr + sy * cp * sr
+    out[6] = sy * cp * cr - cy * sp * sr
+    if out[3] < 0.0:  # the same rotation with w >= 0
+        for i in range(3, 7):
+            out[i] = -out[i]
+    for i in range(3):
+        out[7 + i] = R[0, i] * zd[0] + R[1, i] * zd[1] + R[2, i] * zd[2]
+        out[10 + i] = E[i, 0] * zd[3] + E[i, 1] * zd[4] + E[i, 2] * zd[5]
+    for i in range(6):
+        for j in range(6):
+            pose[i, j] = 0.5 * (P[i, j] + P[j, i])
+    T = np.zeros((6, 6))
+    for i in range(3):
+        for j in range(3):
+            T[i, j] = R[j, i]
+            T[3 + i, 3 + j] = E[i, j]
+    TP = np.zeros((6, 6))
+    for i in range(6):
+        for j in range(6):
+            acc = 0.0
+            for k in range(6):
+                acc += T[i, k] * P[n + k, n + j]
+            TP[i, j] = acc
+    for i in range(6):
+        for j in range(6):
+            acc = 0.0
+            for k in range(6):
+                acc += TP[i, k] * T[j, k]
+            twist[i, j] = acc
+    for i in range(6):
+        for j in range(i + 1, 6):
+            twist[i, j] = twist[j, i] = 0.5 * (twist[i, j] + twist[j, i])
