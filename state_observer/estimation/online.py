@@ -123,25 +123,32 @@ class ObserverEstimate(NamedTuple):
 
 
 class ModelInputs:
-    """The latest measured steering angle and wheel torques (the model's inputs)."""
+    """The latest measured steering angle and wheel torques (the model's inputs), set on the model only after
+    they changed (nothing else sets them)."""
 
     def __init__(self):
         self.steering = 0.0
         self.steering_rate = 0.0  # finite difference of the last two samples (the detailed model's rack driver)
         self._steering_ns = None
         self.torque = np.zeros(4)
+        self._changed = True
 
     def take(self, sample) -> None:
         if isinstance(sample, SteeringSample) and math.isfinite(sample.steering_wheel_angle_rad):
             if self._steering_ns is not None and sample.stamp_ns > self._steering_ns:
                 self.steering_rate = (sample.steering_wheel_angle_rad - self.steering) / ((sample.stamp_ns - self._steering_ns) * 1e-9)
             self.steering, self._steering_ns = sample.steering_wheel_angle_rad, sample.stamp_ns
+            self._changed = True
         elif isinstance(sample, WheelSample):
             torque = np.asarray(sample.torque_n_m, float)
-            self.torque = np.where(np.isfinite(torque), torque, self.torque)
+            if np.any(np.isfinite(torque)):  # wheels without a torque keep their last one
+                self.torque = np.where(np.isfinite(torque), torque, self.torque)
+                self._changed = True
 
     def apply(self, vehicle) -> None:
-        vehicle.set_inputs(self.steering, np.maximum(self.torque, 0.0), np.maximum(-self.torque, 0.0), steering_rate_rad_s=self.steering_rate)
+        if self._changed:
+            vehicle.set_inputs(self.steering, np.maximum(self.torque, 0.0), np.maximum(-self.torque, 0.0), steering_rate_rad_s=self.steering_rate)
+            self._changed = False
 
 
 def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initial_friction: float = 1.0, linear_solver=None,

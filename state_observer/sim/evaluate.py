@@ -25,7 +25,8 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
+from ..estimation.online import ModelInputs
+from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, WheelSample
 from ..vehicle.reduced_kernels import IN_MU, body_rate, euler_rotation
 from .manoeuvres import Manoeuvre, Path, friction_change, make_manoeuvre, steady_circle
 from .run import path_start, run
@@ -97,36 +98,6 @@ def simulate_truth(desc, sensor_config, manoeuvre: Manoeuvre, seed: int = 0):
     return truths, samples
 
 
-class _Inputs:
-    """The latest measured steering angle and wheel torques (the model inputs of open loop and observer)."""
-
-    def __init__(self):
-        self.steering = 0.0
-        self.steering_rate = 0.0  # finite difference of the last two samples (the detailed model's rack driver needs it)
-        self._steering_ns = None
-        self.torque = np.zeros(4)
-        self._changed = True  # set on the vehicle at the next apply()
-
-    def take(self, sample) -> None:
-        if isinstance(sample, SteeringSample) and math.isfinite(sample.steering_wheel_angle_rad):
-            if self._steering_ns is not None and sample.stamp_ns > self._steering_ns:
-                self.steering_rate = (sample.steering_wheel_angle_rad - self.steering) / ((sample.stamp_ns - self._steering_ns) * 1e-9)
-            self.steering, self._steering_ns = sample.steering_wheel_angle_rad, sample.stamp_ns
-            self._changed = True
-        elif isinstance(sample, WheelSample) and np.all(np.isfinite(sample.torque_n_m)):
-            self.torque = np.asarray(sample.torque_n_m, float)
-            self._changed = True
-
-    def apply(self, vehicle) -> None:
-        """Set the inputs on the vehicle (only after a change: nothing else sets them)."""
-        if not self._changed:
-            return
-        drive = np.maximum(self.torque, 0.0)
-        brake = np.maximum(-self.torque, 0.0)
-        vehicle.set_inputs(self.steering, drive, brake, steering_rate_rad_s=self.steering_rate)
-        self._changed = False
-
-
 @njit(cache=True)
 def _yaw_rate_and_sideslip(q, qd):
     """Body yaw rate (rad/s) and the sideslip at base_link (rad, as :func:`sideslip`) of a 14-DOF state."""
@@ -194,7 +165,7 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
     gyro_sigma = float(sensor_config.imu.gyro_rad_s.sigma[0])
     accel_sigma = float(sensor_config.imu.accel_m_s2.sigma[0])
     rate_sigma = float(sensor_config.wheel_encoders.rate_rad_s.sigma[0])
-    inputs = _Inputs()
+    inputs = ModelInputs()
     dt_ns = round(vehicle.dt_s * 1e9)
     t0_ns = round(vehicle.solver.t * 1e9)
     k_sample = 0
