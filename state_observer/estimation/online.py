@@ -28,6 +28,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
+import dataclasses
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -606,3 +607,20 @@ def _reduced_odometry(z, zd, P, n, out, pose, twist):
     for i in range(6):
         for j in range(i + 1, 6):
             twist[i, j] = twist[j, i] = 0.5 * (twist[i, j] + twist[j, i])
+
+
+def warm_up(desc, mounts, settings: OnlineSettings, linear_solver=None) -> None:
+    """Run every compiled kernel of an observer of this configuration once, on a throwaway copy: numba compiles
+    them (or loads them from its cache) on first use, tens of seconds on a fresh install, which a live node
+    must not spend on its first messages."""
+    obs = OnlineObserver(desc, mounts, dataclasses.replace(settings, start_mode="pose", datum=(0.0, 0.0, 0.0)), linear_solver=linear_solver)
+    t = 1_000_000_000
+    rate = 10.0 / float(np.mean(getattr(obs.vehicle, "rD", 0.3)))
+    imu = ImuSample(t, 0, mounts.imu_frame_id, np.zeros(3), np.array([0.0, 0.0, 9.81]), 0.01, 0.1)
+    for sample in (imu, WheelSample(t + 5_000_000, 0, np.zeros(4), np.full(4, rate), np.zeros(4)), SteeringSample(t + 5_000_000, 0, 0.0),
+                   GnssFix(t + 6_000_000, 0, "", 0.0, 0.0, 0.0, 0, np.eye(3) * 4.0),
+                   GnssVelocity(t + 6_000_000, 0, "", np.array([10.0, 0.0, 0.0]), np.eye(3) * 0.01), imu._replace(stamp_ns=t + 12_000_000)):
+        obs.feed(sample)
+    obs.estimate()
+    if hasattr(obs.filter, "_update_parameters"):  # SPI starts late in a drive: compile it now too
+        obs.filter._update_parameters()

@@ -55,6 +55,13 @@ def load_observer(config: ObserverConfig) -> OnlineObserver:
     return OnlineObserver(desc, mounts_from_vehicle(desc), config.settings, linear_solver=solver)
 
 
+def warm_up_observer(observer: OnlineObserver) -> None:
+    """Compile the kernels of ``observer``'s configuration (:func:`state_observer.estimation.online.warm_up`)."""
+    from ..estimation.online import warm_up
+
+    warm_up(observer.vehicle.desc, observer.mounts, observer.settings, observer.vehicle.solver_options.get("linear_solver"))
+
+
 class ObserverPipeline:
     """:class:`OnlineObserver` plus output scheduling and message building (module docstring)."""
 
