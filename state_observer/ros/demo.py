@@ -149,7 +149,7 @@ def run_demo(out: Path, manoeuvre: str = "steady_circle", duration_s: float = 40
     for key, value in summary.get("accuracy against truth", {}).items():
         print(f"demo: process accuracy: {key} = {value:.4g}")
     print(f"demo: report {out / 'processed' / 'report.html'}")
-    if same["node odometry messages"] < 0.9 * same["process odometry messages"]:
+    if same["node odometry messages"] < 0.5 * same["process odometry messages"]:  # gross loss only: under load, fewer IMU messages advance the model
         print(f"demo: error: the node published {same['node odometry messages']} odometry messages where process wrote "
               f"{same['process odometry messages']}; see {logs}", file=sys.stderr)
         return 1
