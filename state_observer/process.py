@@ -31,7 +31,7 @@ from .io.params import ObserverConfig, config_from, load_file
 from .io.pipeline import ObserverPipeline
 
 _NS = 1_000_000_000
-REPORT_PERIOD_NS = 20_000_000  # one report row every 20 ms of sensor time
+REPORT_PERIOD_NS = 20_000_000  # one report row every 20 ms of sensor time (when tire forces are published: with each)
 WHEELS = ("fl", "fr", "rl", "rr")
 FORCE_COLUMNS = [f"f{c}_{w}_n" for c in "xyz" for w in WHEELS]
 SIGMA_COLUMNS = [f"f{c}_sigma_{w}_n" for c in "xyz" for w in WHEELS]
@@ -169,13 +169,16 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     sensor_names = list(observer.filter.stats)
     seen = {name: 0 for name in sensor_names}
     next_row_ns = next_diag_ns = None
+    rows_with_tire_forces = 20.0 <= config.rates["tire_forces"] <= 100.0  # then a row with each (the same estimate)
     n_in = 0
     start = time.perf_counter()
     with BagWriter(out_dir / "bag", overwrite=True, custom_data={"source": str(bag), "tool": "state-observer process"}) as writer:
         for _, log_ns, sample in read_samples(bag, wanted):
             n_in += 1
+            row_due = False
             for out in pipeline.feed(sample):
-                writer.write(OUTPUT_TOPICS[out.kind], out.msgtype, out.msg, log_ns)
+                writer.write_raw(OUTPUT_TOPICS[out.kind], out.msgtype, out.cdr(pipeline.store), log_ns)
+                row_due |= out.kind == "tire_forces"
             if not observer.started:
                 continue
             t_ns = observer.t_ns
@@ -186,7 +189,7 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
                     seen[name] = n
                     if st.dof and math.isfinite(st.last_nis):
                         innovations.append([(t_ns - first_ns) * 1e-9, i, st.last_nis, float(st.consecutive_rejections == 0)])
-            if next_row_ns is None or t_ns >= next_row_ns:
+            if (row_due if rows_with_tire_forces else next_row_ns is None or t_ns >= next_row_ns):
                 next_row_ns = t_ns + REPORT_PERIOD_NS
                 rows.append(_estimate_row(observer.estimate(), first_ns))
             if next_diag_ns is None or t_ns >= next_diag_ns:

@@ -806,3 +806,17 @@ def test_simulate_end_to_end(tmp_path, capsys):
     assert min(sample.stamp_ns for _, _, sample in samples) == start_ns
     first_truth = next(read_messages(out, ["/truth/odometry"]))
     assert first_truth[1] == start_ns
+
+
+@pytest.mark.parametrize("odom, base", [("odom", "base_link"), ("map", "base_footprint"), ("o", "b123"), ("", "")])
+def test_odometry_encoder_writes_the_bytes_rosbags_writes(odom, base):
+    """The observer's direct CDR encoding of nav_msgs/Odometry equals rosbags' serialisation of the message
+    (string padding and double alignment depend on the frame ids)."""
+    store = convert.typestore()
+    frames = convert.TruthFrames(odom, base)
+    rng = np.random.default_rng(len(odom) + len(base))
+    args = (1767225600_123456789, rng.normal(size=3), rng.normal(size=4), rng.normal(size=3), rng.normal(size=3),
+            rng.normal(size=(6, 6)), rng.normal(size=(6, 6)))
+    direct = convert.OdometryEncoder(frames).encode(*args)
+    msg = convert.odometry_msg(*args[1:5], args[0], store, frames, args[5], args[6])
+    assert direct == bytes(store.serialize_cdr(msg, convert.ODOMETRY))

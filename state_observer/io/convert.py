@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import functools
 import math
+import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple
 
@@ -521,6 +522,31 @@ def odometry_msg(position, q_wxyz, v_body, omega_body, stamp_ns: int, store: Typ
             covariance=np.zeros(36) if twist_covariance is None else _array(twist_covariance, (6, 6), "twist covariance").reshape(36).copy(),
         ),
     )
+
+
+class OdometryEncoder:
+    """nav_msgs/Odometry straight to CDR bytes (little endian, XCDR1, as rosbags and rclpy write it) for one pair
+    of frame ids: a precomputed ``struct`` layout, ~20 times faster than building and serialising the message
+    (the observer publishes one per IMU message).  Tested byte for byte against rosbags."""
+
+    def __init__(self, frames: TruthFrames = TruthFrames()):
+        fmt, offset = ["<4siI"], 8  # encapsulation header; stamp at payload offset 0
+        self._strings: list[bytes] = []
+        for text in (frames.odom, frames.base):
+            data = text.encode() + b"\0"
+            pad = -offset % 4
+            fmt.append(f"{pad}xI{len(data)}s")
+            offset += pad + 4 + len(data)
+            self._strings.append(data)
+        fmt.append(f"{-offset % 8}x85d")  # pose 7, covariance 36, twist 6, covariance 36 (doubles aligned to 8)
+        self._struct = struct.Struct("".join(fmt))
+
+    def encode(self, stamp_ns: int, position, q_wxyz, v_body, w_body, pose_covariance, twist_covariance) -> bytes:
+        sec, nanosec = divmod(int(stamp_ns), _NS)
+        odom, base = self._strings
+        values = np.concatenate([position, (q_wxyz[1], q_wxyz[2], q_wxyz[3], q_wxyz[0]), np.ravel(pose_covariance),
+                                 v_body, w_body, np.ravel(twist_covariance)])
+        return self._struct.pack(b"\x00\x01\x00\x00", sec, nanosec, len(odom), odom, len(base), base, *values.tolist())
 
 
 def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = None,

@@ -16,11 +16,11 @@ from typing import Any, Iterator, NamedTuple
 from ..estimation.online import STREAMS, OnlineObserver
 from .convert import (
     OUTPUT_MSGTYPES,
+    OdometryEncoder,
     TruthFrames,
     Uncertainty,
     diagnostics_msg,
     markers_msg,
-    odometry_msg,
     path_msg,
     pose_stamped_msg,
     truth_to_msgs,
@@ -35,8 +35,13 @@ ESTIMATE_KINDS = ("tire_forces", "parameters", "state")  # built from the full e
 class Output(NamedTuple):
     kind: str  # key of OUTPUT_TOPICS
     msgtype: str
-    msg: Any
+    msg: Any  # rosbags message, or None when ``data`` holds it already serialised
     stamp_ns: int
+    data: bytes | None = None  # CDR bytes (odometry: encoded directly, see convert.OdometryEncoder)
+
+    def cdr(self, store) -> bytes:
+        """The message as CDR bytes."""
+        return self.data if self.data is not None else bytes(store.serialize_cdr(self.msg, self.msgtype))
 
 
 def load_observer(config: ObserverConfig) -> OnlineObserver:
@@ -70,6 +75,7 @@ class ObserverPipeline:
         self.observer = observer if observer is not None else load_observer(config)
         self.store = store if store is not None else typestore()
         self.frames = TruthFrames(config.odom_frame, config.base_frame)
+        self._odometry_encoder = OdometryEncoder(self.frames)
         self.wheel_radius_m = float(np.mean(getattr(self.observer.vehicle, "rD", 0.3)))
         self._period_ns = {k: (round(_NS / hz) if hz > 0 else 0) for k, hz in config.rates.items()}
         self._clear()
@@ -103,9 +109,9 @@ class ObserverPipeline:
         due = [k for k in ("odometry", "path", *ESTIMATE_KINDS, "markers") if self._due(k, stamp_ns)]
         if "odometry" in due:
             o = obs.odometry()
-            yield Output("odometry", OUTPUT_MSGTYPES["odometry"], odometry_msg(
-                o.position_m, o.orientation_wxyz, o.velocity_body_m_s, o.angular_velocity_body_rad_s, stamp_ns, self.store, self.frames,
-                o.pose_covariance, o.twist_covariance), stamp_ns)
+            yield Output("odometry", OUTPUT_MSGTYPES["odometry"], None, stamp_ns, self._odometry_encoder.encode(
+                stamp_ns, o.position_m, o.orientation_wxyz, o.velocity_body_m_s, o.angular_velocity_body_rad_s, o.pose_covariance,
+                o.twist_covariance))
         if "path" in due:
             o = obs.odometry()
             self.path.append(pose_stamped_msg(stamp_ns, o.position_m, o.orientation_wxyz, self.store, self.frames.odom))

@@ -124,12 +124,12 @@ class ObserverNode(Node):
             return
         try:
             for out in self.pipeline.feed(sample):  # built as taken: the odometry is published before the rest is built
-                self._output_publishers[out.kind].publish(bytes(self.store.serialize_cdr(out.msg, out.msgtype)))
+                self._output_publishers[out.kind].publish(out.cdr(self.store))
                 if out.kind == "odometry":
                     if kind == "imu":
                         self.latencies_ns.append(time.perf_counter_ns() - start)
                     if self._tf is not None:
-                        self._broadcast(out.msg)
+                        self._broadcast(observer.odometry())
         except Exception as exc:  # noqa: BLE001 - never crash on data; say so once, then count
             observer.counters[kind][f"dropped: internal error {type(exc).__name__}: {exc}"] += 1
             if self._errors_logged < 5:
@@ -137,14 +137,15 @@ class ObserverNode(Node):
                 self.get_logger().error(f"{kind} sample at {sample.stamp_ns} ns: {traceback.format_exc()}")
 
     def _broadcast(self, odometry) -> None:
+        """odom -> base_link of an :class:`~state_observer.estimation.online.Odometry` record."""
         from geometry_msgs.msg import TransformStamped
 
         t = TransformStamped()
-        t.header.stamp.sec, t.header.stamp.nanosec = odometry.header.stamp.sec, odometry.header.stamp.nanosec
-        t.header.frame_id, t.child_frame_id = odometry.header.frame_id, odometry.child_frame_id
-        p, q = odometry.pose.pose.position, odometry.pose.pose.orientation
-        t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = p.x, p.y, p.z
-        t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z, t.transform.rotation.w = q.x, q.y, q.z, q.w
+        t.header.stamp.sec, t.header.stamp.nanosec = divmod(odometry.stamp_ns, 1_000_000_000)
+        t.header.frame_id, t.child_frame_id = self.config.odom_frame, self.config.base_frame
+        (t.transform.translation.x, t.transform.translation.y, t.transform.translation.z) = (float(v) for v in odometry.position_m)
+        w, x, y, z = (float(v) for v in odometry.orientation_wxyz)
+        t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z, t.transform.rotation.w = x, y, z, w
         self._tf.sendTransform(t)
 
     def _on_reset(self, request, response):
@@ -169,7 +170,7 @@ class ObserverNode(Node):
         stamp = self.get_clock().now().nanoseconds
         latency = {f"imu-to-estimate {k}": (f"{v:.3f}" if isinstance(v, float) else v) for k, v in self.latency_statistics().items()}
         out = self.pipeline.diagnostics(stamp, [("state_observer: node", "OK", "running", latency)])
-        self._output_publishers["diagnostics"].publish(bytes(self.store.serialize_cdr(out.msg, out.msgtype)))
+        self._output_publishers["diagnostics"].publish(out.cdr(self.store))
 
 
 def main(args: Sequence[str] | None = None) -> int:
