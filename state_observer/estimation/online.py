@@ -195,6 +195,7 @@ class OnlineObserver:
         self.vehicle = self.filter.vehicle
         self.dt_ns = round(self.vehicle.dt_s * _NS)
         self._initial = (self.vehicle.total_mass_kg, float(np.mean(self.vehicle.mu)))
+        self._tire_k_z = np.array([c.tire.vertical_stiffness_n_per_m for c in desc.corners])  # N/m, fl fr rl rr
         self.counters: dict[str, Counter] = {k: Counter() for k in STREAMS}
         self.events: list[str] = []  # resets and other notable events, newest last (the caller may clear it)
         self.n_resets = 0
@@ -535,14 +536,12 @@ class OnlineObserver:
             fz = np.maximum(np.asarray(state.tire_force_n)[:, 2], 0.0)
             share = fz / fz.sum() if fz.sum() > 0 else np.full(4, 0.25)
             sigma[:, :2] = np.sqrt(np.maximum(np.diag(cov), 0.0))[None, :] * share[:, None]
-        contacts = np.asarray(state.contact_point_base_m)
-        J = np.zeros((4, N))
-        J[:, 2] = 1.0
-        J[:, 3] = contacts[:, 1]
-        J[:, 4] = -contacts[:, 0]
-        J[np.arange(4), 6 + np.arange(4)] = 1.0
-        k_z = np.array([c.tire.vertical_stiffness_n_per_m for c in self.vehicle.desc.corners])
-        sigma[:, 2] = k_z * np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", J, f.P[:N, :N], J), 0.0))
+        x, y = np.asarray(state.contact_point_base_m)[:, 0], np.asarray(state.contact_point_base_m)[:, 1]
+        P = f.P
+        s = np.arange(6, 10)  # the travels' rows
+        variance = (P[2, 2] + y * y * P[3, 3] + x * x * P[4, 4] + P[s, s] + 2 * y * P[2, 3] - 2 * x * P[2, 4] + 2 * P[2, s]
+                    - 2 * x * y * P[3, 4] + 2 * y * P[3, s] - 2 * x * P[4, s])  # J P J^T with J = [1, y, -x, e_i] on z, roll, pitch, s
+        sigma[:, 2] = self._tire_k_z * np.sqrt(np.maximum(variance, 0.0))
         return sigma
 
 
