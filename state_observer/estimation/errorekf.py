@@ -501,7 +501,7 @@ class VehicleErrorEKF(SensorBookkeeping):
             # and the force increment M a on the feedback coordinates (M from the last linearisation, <= 20 ms)
             v = self.vehicle
             solver = v.solver
-            M = self._M if self._M is not None else v.mass_matrix(solver.q)
+            M = self._M if self._M is not None else v.mass_matrix(solver.q + x[:N])  # no linearisation yet: at the corrected q
             solver.q, solver.qd, solver.qdd, dQ, force_ok, finite = _feed_back(x, solver.q, solver.qd, solver.qdd, self._A, self._B, M,
                                                                                self._feedback_mask, self.P)
             if force_ok:
