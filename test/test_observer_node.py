@@ -121,13 +121,15 @@ def test_node_matches_process_and_follows_rep_103_105(ros, circle_bag, tmp_path)
     process_bag(circle_bag, tmp_path / "out", config, report=False)
     offline = {kind: [m for t, _, m in read_messages(tmp_path / "out" / "bag", [topic])]
                for kind, topic in (("odometry", "/state_observer/odometry"), ("tire_forces", "/state_observer/tire_forces"),
-                                   ("parameters", "/state_observer/parameters"))}
+                                   ("parameters", "/state_observer/parameters"), ("state", "/state_observer/state"))}
     assert [_stamp(m) for m in odometry] == [_stamp(m) for m in offline["odometry"]]
     for a, b in zip(odometry, offline["odometry"]):
         assert a.pose.pose.position.x == b.pose.pose.position.x and a.twist.twist.linear.x == b.twist.twist.linear.x
         np.testing.assert_array_equal(a.pose.covariance, b.pose.covariance)
-    for kind in ("tire_forces", "parameters"):
+    for kind in ("tire_forces", "parameters", "state"):
         assert len(collector.messages[kind]) == len(offline[kind]) > 10
+    assert collector.messages["state"][-1].sideslip_rad == offline["state"][-1].sideslip_rad
+    assert list(collector.messages["state"][-1].nis_sensor_names) == list(offline["state"][-1].nis_sensor_names)
     assert collector.messages["tire_forces"][-1].wheels[2].fz_n == offline["tire_forces"][-1].wheels[2].fz_n
 
     # REP-105 frames, REP-103 covariance layout (6x6 row-major, symmetric, positive diagonal)
