@@ -25,10 +25,10 @@ observer; :meth:`reset` does the same on request.
 """
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections import Counter
-import dataclasses
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -37,6 +37,7 @@ from numba import njit
 
 from ..sensors.geodesy import LocalENU
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
+from ..sim.sensors import quaternion_to_matrix
 from ..sim.truth import TruthSample
 from ..vehicle.reduced_kernels import body_rate_into, euler_rotation_into
 from .errorekf import N, DetailedErrorEKF, VehicleErrorEKF, detailed_settings
@@ -159,8 +160,6 @@ def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initi
     ``parameters_after_s``: when SPI starts (a start from noisy GNSS fixes settles in 10-20 s; on the demo
     drive, 10 s moved the mass 30 % the wrong way first and ended 7.6 % off after 40 s, 20 s ended 1.3 % off)."""
     if observer == "errorekf_detailed":
-        import dataclasses
-
         from ..vehicle.detailed import DetailedVehicle
 
         if initial_mass_kg:
@@ -228,6 +227,28 @@ class OnlineObserver:
         self.n_resets += 1
         self.events.append(f"reset: {reason}")
 
+    def _pending(self, sample) -> _Pending:
+        pending = _Pending(int(sample.stamp_ns), self._order, sample)
+        self._order += 1
+        return pending
+
+    def warm_up(self) -> None:
+        """Run every compiled kernel of this configuration once, on a throwaway copy of the observer (this one is
+        untouched): numba compiles them (or loads them from its cache) on first use, tens of seconds on a fresh
+        install, which a live node must not spend on its first messages."""
+        settings = dataclasses.replace(self.settings, start_mode="pose", datum=(0.0, 0.0, 0.0))
+        obs = OnlineObserver(self.vehicle.desc, self.mounts, settings, linear_solver=self.vehicle.solver_options.get("linear_solver"))
+        t = 1_000_000_000
+        rate = 10.0 / float(np.mean(getattr(obs.vehicle, "rD", 0.3)))
+        imu = ImuSample(t, 0, self.mounts.imu_frame_id, np.zeros(3), np.array([0.0, 0.0, 9.81]), 0.01, 0.1)
+        for sample in (imu, WheelSample(t + 5_000_000, 0, np.zeros(4), np.full(4, rate), np.zeros(4)), SteeringSample(t + 5_000_000, 0, 0.0),
+                       GnssFix(t + 6_000_000, 0, "", 0.0, 0.0, 0.0, 0, np.eye(3) * 4.0),
+                       GnssVelocity(t + 6_000_000, 0, "", np.array([10.0, 0.0, 0.0]), np.eye(3) * 0.01), imu._replace(stamp_ns=t + 12_000_000)):
+            obs.feed(sample)
+        obs.estimate()
+        if hasattr(obs.filter, "_update_parameters"):  # SPI starts late in a drive: compile it now too
+            obs.filter._update_parameters()
+
     def pending(self) -> Counter:
         """Samples per stream waiting for the model to reach them (or for the next step)."""
         return Counter(_KIND[type(p.sample)] for p in self._queue + self._late)
@@ -263,8 +284,7 @@ class OnlineObserver:
             if not self.started:
                 return []
             return self._advance(stamp)
-        pending = _Pending(stamp, self._order, sample)
-        self._order += 1
+        pending = self._pending(sample)
         if stamp <= self.t_ns:
             if self.t_ns - stamp > self.settings.max_delay_s * _NS:
                 count["dropped: late"] += 1
@@ -347,9 +367,7 @@ class OnlineObserver:
             x, y, yaw, speed = s.start_pose
             self._start(sample.stamp_ns, (x, y), yaw, speed)
             if kind != "steering":
-                pending = _Pending(sample.stamp_ns, self._order, sample)
-                self._order += 1
-                self._late.append(pending)
+                self._late.append(self._pending(sample))
             return
         if kind in ("gnss_fix", "gnss_velocity"):
             self.counters[kind]["used to start"] += 1
@@ -488,7 +506,7 @@ class OnlineObserver:
         if isinstance(f, DetailedErrorEKF):
             state = v.truth()
             position, q = state.position_enu_m, state.orientation_wxyz
-            R = _quaternion_matrix(q)
+            R = quaternion_to_matrix(q)
             v_body, w_body = R.T @ state.velocity_enu_m_s, state.angular_velocity_body_rad_s
             rate_map = R.T  # the detailed filter's angular velocity errors are in world axes
         else:
@@ -529,8 +547,8 @@ class OnlineObserver:
         M = getattr(f, "_M", None)
         if isinstance(f, DetailedErrorEKF) or M is None:
             return sigma
-        R = _quaternion_matrix(state.orientation_wxyz)
         if f.levels == 3:
+            R = quaternion_to_matrix(state.orientation_wxyz)
             Paa = f.P[2 * N : 3 * N, 2 * N : 3 * N]
             cov = R[:2, :2].T @ (M[:2] @ Paa @ M[:2].T) @ R[:2, :2]  # generalised force on x, y in base_link axes (yaw only)
             fz = np.maximum(np.asarray(state.tire_force_n)[:, 2], 0.0)
@@ -552,12 +570,6 @@ def _usable_covariance(cov: np.ndarray) -> bool:
 
 def _symmetric(A: np.ndarray) -> np.ndarray:
     return 0.5 * (A + A.T)
-
-
-def _quaternion_matrix(q_wxyz) -> np.ndarray:
-    from ..sim.sensors import quaternion_to_matrix
-
-    return quaternion_to_matrix(q_wxyz)
 
 
 @njit(cache=True)
@@ -606,20 +618,3 @@ def _reduced_odometry(z, zd, P, n, out, pose, twist):
     for i in range(6):
         for j in range(i + 1, 6):
             twist[i, j] = twist[j, i] = 0.5 * (twist[i, j] + twist[j, i])
-
-
-def warm_up(desc, mounts, settings: OnlineSettings, linear_solver=None) -> None:
-    """Run every compiled kernel of an observer of this configuration once, on a throwaway copy: numba compiles
-    them (or loads them from its cache) on first use, tens of seconds on a fresh install, which a live node
-    must not spend on its first messages."""
-    obs = OnlineObserver(desc, mounts, dataclasses.replace(settings, start_mode="pose", datum=(0.0, 0.0, 0.0)), linear_solver=linear_solver)
-    t = 1_000_000_000
-    rate = 10.0 / float(np.mean(getattr(obs.vehicle, "rD", 0.3)))
-    imu = ImuSample(t, 0, mounts.imu_frame_id, np.zeros(3), np.array([0.0, 0.0, 9.81]), 0.01, 0.1)
-    for sample in (imu, WheelSample(t + 5_000_000, 0, np.zeros(4), np.full(4, rate), np.zeros(4)), SteeringSample(t + 5_000_000, 0, 0.0),
-                   GnssFix(t + 6_000_000, 0, "", 0.0, 0.0, 0.0, 0, np.eye(3) * 4.0),
-                   GnssVelocity(t + 6_000_000, 0, "", np.array([10.0, 0.0, 0.0]), np.eye(3) * 0.01), imu._replace(stamp_ns=t + 12_000_000)):
-        obs.feed(sample)
-    obs.estimate()
-    if hasattr(obs.filter, "_update_parameters"):  # SPI starts late in a drive: compile it now too
-        obs.filter._update_parameters()

@@ -9,9 +9,9 @@ clears the path and the rate schedules.
 from __future__ import annotations
 
 from collections import deque
+from typing import Any, Iterator, NamedTuple
 
 import numpy as np
-from typing import Any, Iterator, NamedTuple
 
 from ..estimation.online import STREAMS, OnlineObserver
 from .convert import (
@@ -59,12 +59,6 @@ def load_observer(config: ObserverConfig) -> OnlineObserver:
         solver = make_backend(config.solver_backend, n, fallback=config.backend_fallback)
     return OnlineObserver(desc, mounts_from_vehicle(desc), config.settings, linear_solver=solver)
 
-
-def warm_up_observer(observer: OnlineObserver) -> None:
-    """Compile the kernels of ``observer``'s configuration (:func:`state_observer.estimation.online.warm_up`)."""
-    from ..estimation.online import warm_up
-
-    warm_up(observer.vehicle.desc, observer.mounts, observer.settings, observer.vehicle.solver_options.get("linear_solver"))
 
 
 class ObserverPipeline:

@@ -24,7 +24,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_
 
 from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, SENSOR_MSGTYPES, IoError, make_typestore, msg_to_sample
 from state_observer.io.params import NODE_NAME, PARAMETERS, check, config_from
-from state_observer.io.pipeline import ObserverPipeline, load_observer, warm_up_observer
+from state_observer.io.pipeline import ObserverPipeline, load_observer
 from state_observer.ros.common import ParameterError, message_class, run
 
 LATENCY_WINDOW = 20000  # IMU-to-estimate latencies kept for the statistics
@@ -53,7 +53,7 @@ class ObserverNode(Node):
             hint = "" if self.config.backend_fallback else " (backend_fallback: true uses the C model of the kernel instead)"
             raise ParameterError(f"parameter solver_backend {self.config.solver_backend!r}: {exc}{hint}") from None
         self.get_logger().info("loading the compiled kernels (the first start after an install compiles them: ~1 min)")
-        warm_up_observer(observer)
+        observer.warm_up()
         self.pipeline = ObserverPipeline(self.config, observer, store=self.store)
         self.latencies_ns: deque = deque(maxlen=LATENCY_WINDOW)
         self._errors_logged = 0
