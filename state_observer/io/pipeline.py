@@ -51,13 +51,13 @@ def load_observer(config: ObserverConfig) -> OnlineObserver:
     from ..vehicle.description import load_vehicle
 
     desc = load_vehicle(config.vehicle_file or default_vehicle_path())
-    solver = None
-    if config.solver_backend != "numpy":  # the FPGA variant and its C model (issue 7)
+    observer = OnlineObserver(desc, mounts_from_vehicle(desc), config.settings)
+    if config.solver_backend != "numpy":  # the FPGA variant and its C model (issue 7), sized for this model
         from ..accel import make_backend
 
-        n = 82 if config.settings.observer == "errorekf_detailed" else 14
-        solver = make_backend(config.solver_backend, n, fallback=config.backend_fallback)
-    return OnlineObserver(desc, mounts_from_vehicle(desc), config.settings, linear_solver=solver)
+        vehicle = observer.vehicle
+        vehicle.solver_options["linear_solver"] = make_backend(config.solver_backend, vehicle.model.n, fallback=config.backend_fallback)
+    return observer
 
 
 
