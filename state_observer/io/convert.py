@@ -48,7 +48,7 @@ import functools
 import math
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, NamedTuple
 
 import numpy as np
 from rosbags.typesys import Stores, TypesysError, get_typestore, get_types_from_msg
@@ -550,9 +550,11 @@ class OdometryEncoder:
 
 
 def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = None,
-                  frames: TruthFrames = TruthFrames(), uncertainty: Uncertainty = TRUTH_UNCERTAINTY) -> dict[str, tuple[str, Any]]:
-    """One state record -> ``{kind: (message type, message)}`` for every kind of ``TRUTH_TOPICS``: the ground
-    truth, or with ``uncertainty`` an observer estimate (the observer's topics carry the same types)."""
+                  frames: TruthFrames = TruthFrames(), uncertainty: Uncertainty = TRUTH_UNCERTAINTY,
+                  kinds: Iterable[str] = tuple(TRUTH_MSGTYPES)) -> dict[str, tuple[str, Any]]:
+    """One state record -> ``{kind: (message type, message)}`` for the ``kinds`` of ``TRUTH_TOPICS`` (default
+    all): the ground truth, or with ``uncertainty`` an observer estimate (the observer's topics carry the same
+    types)."""
     store = store or typestore()
     u = uncertainty
     sigma = _array(u.tire_force_sigma_n, (4, 3), "Uncertainty.tire_force_sigma_n")
@@ -565,60 +567,60 @@ def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = N
     omega = _array(truth.angular_velocity_body_rad_s, (3,), "TruthSample.angular_velocity_body_rad_s")
     position = _array(truth.position_enu_m, (3,), "TruthSample.position_enu_m")
 
-    odometry = odometry_msg(position, q, v_body, omega, stamp_ns, store, frames, u.pose_covariance, u.twist_covariance)
-
-    forces = _array(truth.tire_force_n, (4, 3), "TruthSample.tire_force_n")
-    contacts = _array(truth.contact_point_base_m, (4, 3), "TruthSample.contact_point_base_m")
-    slip_ratio = _array(truth.slip_ratio, (4,), "TruthSample.slip_ratio")
-    slip_angle = _array(truth.slip_angle_rad, (4,), "TruthSample.slip_angle_rad")
-    wheel_force = types[WHEEL_FORCE]
-    point = types["geometry_msgs/msg/Point"]
-    tire_forces = types[TIRE_FORCES](
-        header=header_base,
-        wheels=[
-            wheel_force(
-                name=name,
-                fx_n=float(forces[i, 0]), fy_n=float(forces[i, 1]), fz_n=float(forces[i, 2]),
-                slip_ratio=float(slip_ratio[i]), slip_angle_rad=float(slip_angle[i]),
-                contact_point=point(x=float(contacts[i, 0]), y=float(contacts[i, 1]),
-                                    z=float(contacts[i, 2])),
-                fx_sigma_n=float(sigma[i, 0]), fy_sigma_n=float(sigma[i, 1]), fz_sigma_n=float(sigma[i, 2]),
-            )
-            for i, name in enumerate(WHEELS)
-        ],
-    )
-
-    parameters = types[VEHICLE_PARAMETERS](
-        header=header_base,
-        mass_kg=float(truth.mass_kg), mass_sigma_kg=float(u.mass_sigma_kg),
-        friction_coefficient=float(truth.friction_coefficient), friction_sigma=float(u.friction_sigma),
-        converged=bool(u.converged), estimator=str(u.estimator),
-    )
-
-    # ZYX (yaw-pitch-roll) angles of base_link w.r.t. ENU.
-    pitch = math.asin(max(-1.0, min(1.0, -rotation[2, 0])))
-    roll = math.atan2(rotation[2, 1], rotation[2, 2])
-    state = types[OBSERVER_STATE](
-        header=header_base,
-        sideslip_rad=math.atan2(v_body[1], v_body[0]),
-        roll_rad=roll,
-        pitch_rad=pitch,
-        yaw_rate_rad_s=float(omega[2]),
-        speed_m_s=float(math.hypot(v_enu[0], v_enu[1])),
-        suspension_travel_m=_array(truth.suspension_travel_m, (4,), "TruthSample.suspension_travel_m").copy(),
-        wheel_speed_rad_s=_array(truth.wheel_rate_rad_s, (4,), "TruthSample.wheel_rate_rad_s").copy(),
-        body_acceleration_m_s2=_vector3(
-            store, rotation.T @ _array(truth.acceleration_enu_m_s2, (3,), "TruthSample.acceleration_enu_m_s2"),
-            "body_acceleration"),
-        nis_sensor_names=list(u.nis),
-        nis=np.array([float(v) for v in u.nis.values()], dtype=np.float64),
-    )
-    return {
-        "odometry": (ODOMETRY, odometry),
-        "tire_forces": (TIRE_FORCES, tire_forces),
-        "parameters": (VEHICLE_PARAMETERS, parameters),
-        "state": (OBSERVER_STATE, state),
-    }
+    out = {}
+    if "odometry" in kinds:
+        out["odometry"] = (ODOMETRY, odometry_msg(position, q, v_body, omega, stamp_ns, store, frames, u.pose_covariance, u.twist_covariance))
+    if "tire_forces" in kinds:
+        forces = _array(truth.tire_force_n, (4, 3), "TruthSample.tire_force_n")
+        contacts = _array(truth.contact_point_base_m, (4, 3), "TruthSample.contact_point_base_m")
+        slip_ratio = _array(truth.slip_ratio, (4,), "TruthSample.slip_ratio")
+        slip_angle = _array(truth.slip_angle_rad, (4,), "TruthSample.slip_angle_rad")
+        wheel_force = types[WHEEL_FORCE]
+        point = types["geometry_msgs/msg/Point"]
+        tire_forces = types[TIRE_FORCES](
+            header=header_base,
+            wheels=[
+                wheel_force(
+                    name=name,
+                    fx_n=float(forces[i, 0]), fy_n=float(forces[i, 1]), fz_n=float(forces[i, 2]),
+                    slip_ratio=float(slip_ratio[i]), slip_angle_rad=float(slip_angle[i]),
+                    contact_point=point(x=float(contacts[i, 0]), y=float(contacts[i, 1]),
+                                        z=float(contacts[i, 2])),
+                    fx_sigma_n=float(sigma[i, 0]), fy_sigma_n=float(sigma[i, 1]), fz_sigma_n=float(sigma[i, 2]),
+                )
+                for i, name in enumerate(WHEELS)
+            ],
+        )
+        out["tire_forces"] = (TIRE_FORCES, tire_forces)
+    if "parameters" in kinds:
+        parameters = types[VEHICLE_PARAMETERS](
+            header=header_base,
+            mass_kg=float(truth.mass_kg), mass_sigma_kg=float(u.mass_sigma_kg),
+            friction_coefficient=float(truth.friction_coefficient), friction_sigma=float(u.friction_sigma),
+            converged=bool(u.converged), estimator=str(u.estimator),
+        )
+        out["parameters"] = (VEHICLE_PARAMETERS, parameters)
+    if "state" in kinds:
+        # ZYX (yaw-pitch-roll) angles of base_link w.r.t. ENU.
+        pitch = math.asin(max(-1.0, min(1.0, -rotation[2, 0])))
+        roll = math.atan2(rotation[2, 1], rotation[2, 2])
+        state = types[OBSERVER_STATE](
+            header=header_base,
+            sideslip_rad=math.atan2(v_body[1], v_body[0]),
+            roll_rad=roll,
+            pitch_rad=pitch,
+            yaw_rate_rad_s=float(omega[2]),
+            speed_m_s=float(math.hypot(v_enu[0], v_enu[1])),
+            suspension_travel_m=_array(truth.suspension_travel_m, (4,), "TruthSample.suspension_travel_m").copy(),
+            wheel_speed_rad_s=_array(truth.wheel_rate_rad_s, (4,), "TruthSample.wheel_rate_rad_s").copy(),
+            body_acceleration_m_s2=_vector3(
+                store, rotation.T @ _array(truth.acceleration_enu_m_s2, (3,), "TruthSample.acceleration_enu_m_s2"),
+                "body_acceleration"),
+            nis_sensor_names=list(u.nis),
+            nis=np.array([float(v) for v in u.nis.values()], dtype=np.float64),
+        )
+        out["state"] = (OBSERVER_STATE, state)
+    return out
 
 
 # --- visualisation and diagnostics -----------------------------------------------------

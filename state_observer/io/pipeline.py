@@ -116,7 +116,7 @@ class ObserverPipeline:
             if kinds:
                 u = Uncertainty(e.pose_covariance, e.twist_covariance, e.tire_force_sigma_n, e.mass_sigma_kg, e.friction_sigma,
                                 e.parameters_converged, e.estimator, e.nis)
-                msgs = truth_to_msgs(e.state, stamp_ns, self.store, self.frames, u)
+                msgs = truth_to_msgs(e.state, stamp_ns, self.store, self.frames, u, kinds)
                 for k in kinds:
                     yield Output(k, *msgs[k], stamp_ns)
             if "markers" in due:
