@@ -113,30 +113,21 @@ def _columns(rows: list, names: list) -> dict:
 
 
 def accuracy(estimate: dict, truth: dict, skip_s: float) -> dict:
-    """The harness metrics (:mod:`state_observer.sim.evaluate`) of report columns; truth taken at the
-    nearest earlier instant."""
+    """The harness metrics (:func:`state_observer.sim.evaluate.error_metrics`) of report columns; truth taken at
+    the nearest earlier instant."""
+    from .sim.evaluate import error_metrics
+
     t = estimate["t_s"]
-    k = np.clip(np.searchsorted(truth["t_s"], t + 1e-6) - 1, 0, len(truth["t_s"]) - 1)
-    keep = t >= skip_s
-    if not keep.any():
+    if not (t >= skip_s).any():
         return {}
+    k = np.clip(np.searchsorted(truth["t_s"], t + 1e-6) - 1, 0, len(truth["t_s"]) - 1)
 
-    def rmse(x):
-        return float(np.sqrt(np.mean(np.square(x[keep]))))
+    def arrays(columns, rows):
+        return dict(position=np.column_stack([columns["x_m"][rows], columns["y_m"][rows]]), sideslip=columns["sideslip_rad"][rows],
+                    yaw_rate=columns["yaw_rate_rad_s"][rows], mass=columns["mass_kg"][rows], friction=columns["friction"][rows],
+                    tire_force=np.stack([[columns[f"f{c}_{w}_n"][rows] for c in "xyz"] for w in WHEELS]).transpose(2, 0, 1))
 
-    out = {
-        "position_rmse_m": rmse(np.hypot(estimate["x_m"] - truth["x_m"][k], estimate["y_m"] - truth["y_m"][k])),
-        "sideslip_rmse_deg": math.degrees(rmse(estimate["sideslip_rad"] - truth["sideslip_rad"][k])),
-        "yaw_rate_rmse_dps": math.degrees(rmse(estimate["yaw_rate_rad_s"] - truth["yaw_rate_rad_s"][k])),
-    }
-    for c, name in zip("xyz", ("long", "lat", "vert")):
-        cols = [f"f{c}_{w}_n" for w in WHEELS]
-        err = np.concatenate([(estimate[n] - truth[n][k])[keep] for n in cols])
-        peak = max(np.abs(truth[n][k][keep]).max() for n in cols)
-        out[f"tire_force_nrmse_{name}"] = float(np.sqrt(np.mean(err**2)) / peak) if peak > 0 else float("nan")
-    last = t >= t[-1] - 10.0
-    out["mass_error_pct"] = float(100 * np.mean(np.abs(estimate["mass_kg"][last] - truth["mass_kg"][k][last]) / truth["mass_kg"][k][last]))
-    out["friction_abs_error"] = float(np.mean(np.abs(estimate["friction"][last] - truth["friction"][k][last])))
+    out = error_metrics(t, arrays(truth, k), arrays(estimate, slice(None)), skip_s)
     out["evaluated_after_s"] = float(skip_s)
     return out
 

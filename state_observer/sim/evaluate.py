@@ -219,26 +219,33 @@ def metrics(truths: list, estimates: list, skip_s: float = SKIP_S, mu_step_t_s: 
     truth = [_truth_record(x) for x in truths[1:]]
     n = min(len(truth), len(estimates))
     truth, estimates = truth[:n], estimates[:n]
-    t = np.array([e.t_s for e in truth])
+
+    def arrays(records):
+        return dict(position=np.array([e.position_m[:2] for e in records]), sideslip=np.array([e.sideslip_rad for e in records]),
+                    yaw_rate=np.array([e.yaw_rate_rad_s for e in records]), tire_force=np.array([e.tire_force_n for e in records]),
+                    mass=np.array([e.mass_kg for e in records]), friction=np.array([e.friction for e in records]))
+
+    return error_metrics(np.array([e.t_s for e in truth]), arrays(truth), arrays(estimates), skip_s, mu_step_t_s)
+
+
+def error_metrics(t: np.ndarray, truth: dict, estimate: dict, skip_s: float = SKIP_S, mu_step_t_s: float | None = None) -> dict:
+    """The harness metrics (module docstring) of estimates and truth aligned at times ``t`` (s), each a dict of
+    arrays: position (n, 2) m, sideslip (n,) rad, yaw_rate (n,) rad/s, tire_force (n, 4, 3) N, mass (n,) kg,
+    friction (n,).  Also used by ``state-observer process`` on a bag with ground truth."""
     keep = t >= skip_s
-    pos_t = np.array([e.position_m[:2] for e in truth])[keep]
-    pos_e = np.array([e.position_m[:2] for e in estimates])[keep]
     out = {
-        "position_rmse_m": _rmse(np.linalg.norm(pos_e - pos_t, axis=1)),
-        "sideslip_rmse_deg": math.degrees(_rmse(np.array([e.sideslip_rad - x.sideslip_rad for e, x in zip(estimates, truth)])[keep])),
-        "yaw_rate_rmse_dps": math.degrees(_rmse(np.array([e.yaw_rate_rad_s - x.yaw_rate_rad_s for e, x in zip(estimates, truth)])[keep])),
+        "position_rmse_m": _rmse(np.linalg.norm(estimate["position"][keep] - truth["position"][keep], axis=1)),
+        "sideslip_rmse_deg": math.degrees(_rmse((estimate["sideslip"] - truth["sideslip"])[keep])),
+        "yaw_rate_rmse_dps": math.degrees(_rmse((estimate["yaw_rate"] - truth["yaw_rate"])[keep])),
     }
-    ft = np.array([x.tire_force_n for x in truth])[keep]
-    fe = np.array([e.tire_force_n for e in estimates])[keep]
+    ft, fe = truth["tire_force"][keep], estimate["tire_force"][keep]
     for c, name in enumerate(("long", "lat", "vert")):
         peak = np.abs(ft[:, :, c]).max()
         out[f"tire_force_nrmse_{name}"] = _rmse((fe[:, :, c] - ft[:, :, c]).ravel()) / peak if peak > 0 else float("nan")
     last = t >= t[-1] - 10.0
-    mass_t = np.array([x.mass_kg for x in truth])
-    mass_e = np.array([e.mass_kg for e in estimates])
+    mass_t, mass_e = truth["mass"], estimate["mass"]
     out["mass_error_pct"] = float(100.0 * np.mean(np.abs(mass_e[last] - mass_t[last]) / mass_t[last]))
-    mu_t = np.array([x.friction for x in truth])
-    mu_e = np.array([e.friction for e in estimates])
+    mu_t, mu_e = truth["friction"], estimate["friction"]
     out["friction_abs_error"] = float(np.mean(np.abs(mu_e[last] - mu_t[last])))
     if mu_step_t_s is not None:
         after = t >= mu_step_t_s
