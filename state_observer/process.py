@@ -157,8 +157,10 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     build_s = time.perf_counter() - build_start
     duration_s, first_ns = info.duration_s, info.start_ns
     rows, innovations = [], []
-    sensor_names = list(observer.filter.stats)
+    stats = observer.filter.stats  # per sensor; the filter keeps this dict for its lifetime
+    sensor_names = list(stats)
     seen = {name: 0 for name in sensor_names}
+    checked_t_ns = None
     next_row_ns = next_diag_ns = None
     rows_with_tire_forces = 20.0 <= config.rates["tire_forces"] <= 100.0  # then a row with each (the same estimate)
     n_in = 0
@@ -173,13 +175,15 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
             if not observer.started:
                 continue
             t_ns = observer.t_ns
-            for i, name in enumerate(sensor_names):
-                st = observer.filter.stats[name]
-                n = st.accepted + st.rejected
-                if n != seen[name]:
-                    seen[name] = n
-                    if st.dof and math.isfinite(st.last_nis):
-                        innovations.append([(t_ns - first_ns) * 1e-9, i, st.last_nis, float(st.consecutive_rejections == 0)])
+            if t_ns != checked_t_ns:  # updates happen only in model steps
+                checked_t_ns = t_ns
+                for i, name in enumerate(sensor_names):
+                    st = stats[name]
+                    n = st.accepted + st.rejected
+                    if n != seen[name]:
+                        seen[name] = n
+                        if st.dof and math.isfinite(st.last_nis):
+                            innovations.append([(t_ns - first_ns) * 1e-9, i, st.last_nis, float(st.consecutive_rejections == 0)])
             if (row_due if rows_with_tire_forces else next_row_ns is None or t_ns >= next_row_ns):
                 next_row_ns = t_ns + REPORT_PERIOD_NS
                 rows.append(_estimate_row(observer.estimate(), first_ns))
@@ -194,11 +198,11 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     estimate = _columns(rows, ESTIMATE_COLUMNS)
     gnss = _columns([[(t - first_ns) * 1e-9, x, y, float(a)] for t, x, y, a in observer.gnss_log], ["t_s", "x_m", "y_m", "accepted"])
     innov = _columns(innovations, ["t_s", "sensor_index", "nis", "accepted"])
-    used = [i for i, n in enumerate(sensor_names) if observer.filter.stats[n].dof]  # sensors that had updates
+    used = [i for i, n in enumerate(sensor_names) if stats[n].dof]  # sensors that had updates
     index = {old: new for new, old in enumerate(used)}
     innov["sensor_index"] = np.array([index[int(i)] for i in innov["sensor_index"]], dtype=float)
     innov["sensor_names"] = [sensor_names[i] for i in used]
-    innov["dof"] = [int(observer.filter.stats[sensor_names[i]].dof) for i in used]
+    innov["dof"] = [int(stats[sensor_names[i]].dof) for i in used]
     truth = truth_rows(bag, first_ns)
     summary = {
         "input": {"bag": str(bag), "duration_s": round(duration_s, 3), "sensor messages": n_in,
