@@ -15,7 +15,7 @@ from setuptools.command.build_py import build_py
 HERE = Path(__file__).resolve().parent
 
 # Same list as scripts/requirements.txt (checked by test/test_package.py).
-INSTALL_REQUIRES = ["numpy", "scipy", "numba", "pyyaml", "rosbags", "transforms3d", "matplotlib"]
+INSTALL_REQUIRES = ["numpy", "scipy", "numba", "pyyaml", "rosbags", "transforms3d", "matplotlib", "tqdm"]
 
 
 # Node executables (state_observer/ros/<node>.py, also installed by CMakeLists.txt).

@@ -19,10 +19,21 @@ mkdir -p "$logs"
 die() { echo "bootstrap: $*" >&2; exit 1; }
 
 # run_logged NAME CMD...: run CMD with its output in $logs/NAME.log; show the log's end on failure.
+# Every 10 s of a long run, one line says how long it has run and what it is doing (the log's last line).
 run_logged() {
-  local log=$logs/$1.log
+  local log=$logs/$1.log name=$1
   shift
-  if ! "$@" >"$log" 2>&1; then
+  "$@" >"$log" 2>&1 &
+  local pid=$! start=$SECONDS next=$((SECONDS + 10)) code=0
+  while kill -0 "$pid" 2>/dev/null; do
+    if ((SECONDS >= next)); then
+      next=$((SECONDS + 10))
+      echo "bootstrap: $name: $((SECONDS - start)) s: $(tail -n 1 "$log" | cut -c1-100)"
+    fi
+    sleep 1
+  done
+  wait "$pid" || code=$?
+  if ((code != 0)); then
     tail -n 100 "$log" >&2
     die "failed: $* (full log: $log)"
   fi
@@ -72,9 +83,21 @@ done
 file_list=$(find "${sources[@]}" -name __pycache__ -prune -o -type f -print | LC_ALL=C sort)
 stamp=build/.bootstrap-stamp
 
+# --- prepare ------------------------------------------------------------------------
+# After a build: compile the kernels into the install and sweep the default vehicle's kinematics into
+# its share/ (state-observer prepare), so that a first node start takes seconds with an empty user cache.
+prepared=build/.bootstrap-prepared
+prepare() {
+  echo "bootstrap: compiling the kernels and sweeping the default vehicle (state-observer prepare; ~2 min after a build)"
+  rm -f "$prepared"
+  (set +u; source scripts/env.sh && state-observer prepare) || die "failed: state-observer prepare"
+  touch "$prepared"
+}
+
 if [[ -f $stamp && -f install/setup.sh && $stamp -nt $venv/.bootstrap-pip \
       && $(cat "$stamp") == "$file_list" \
       && -z $(find "${sources[@]}" -name __pycache__ -prune -o -type f -newer "$stamp" -print -quit) ]]; then
+  [[ -f $prepared && $prepared -nt $stamp ]] || prepare
   exit 0
 fi
 
@@ -92,3 +115,4 @@ run_logged colcon-build "$colcon" build \
   -DCMAKE_PROJECT_INCLUDE="$repo/scripts/venv-fixups.cmake"  # see that file
 echo "$file_list" >"$stamp"
 touch -r build/.bootstrap-start "$stamp"  # a file changed during the build makes the next run rebuild
+prepare

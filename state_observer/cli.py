@@ -53,6 +53,12 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.out), args.manoeuvre, args.duration, args.rate, args.force)
 
 
+def _prepare(args: argparse.Namespace) -> int:
+    from state_observer import prepare
+
+    return prepare.main(["--cache-root", args.cache_root] if args.cache_root else [])
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
@@ -171,6 +177,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--rate", type=_positive_seconds, default=2.0, metavar="X", help="playback rate (default: 2 x real time)")
     demo.add_argument("--force", action="store_true", help="simulate the input bag again even if it exists")
     demo.set_defaults(func=_demo)
+
+    prepare = commands.add_parser(
+        "prepare", help="compile the kernels and sweep the default vehicle's kinematics (the build does this)",
+        description="Fill the caches a first run would fill: numba's compiled kernels beside the installed modules and "
+                    "the default vehicle's suspension kinematics under the package's data root. scripts/bootstrap.sh "
+                    "runs it after every build, so that the first node start takes seconds.")
+    prepare.add_argument("--cache-root", metavar="DIR", help="where the kinematics entry goes (default: <data root>/cache)")
+    prepare.set_defaults(func=_prepare)
 
     evaluate = commands.add_parser(
         "evaluate", help="three-simulation accuracy harness (truth, open loop, observer)",

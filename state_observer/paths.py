@@ -87,6 +87,12 @@ def find_data_file(relative: str | Path) -> Path:
         "build with colcon, `pip install .`, or run from the source tree")
 
 
+def package_cache_dirs(kind: str) -> list[Path]:
+    """``cache/<kind>`` under each root (lookup order): caches filled when the package was built
+    (``state-observer prepare``, run by scripts/bootstrap.sh), read when the user's cache lacks an entry."""
+    return [root / "cache" / kind for _, root in search_roots()]
+
+
 def message_definition(name: str) -> Path:
     """``.msg`` file of one of this package's interfaces (``name`` as in ``MESSAGE_NAMES``)."""
     if name not in MESSAGE_NAMES:

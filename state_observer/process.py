@@ -231,12 +231,12 @@ def process_command(bag: str, out: str, params: str | None = None, vehicle: str 
                     force: bool = False, report: bool = True) -> int:
     """CLI body: one line on bad input, a summary table otherwise."""
     from .accel import AcceleratorUnavailable, BuildError
-    from .io.record import ProgressLine
+    from .progress import TimeProgress
 
     overrides = {k: v for k, v in (("vehicle_file", vehicle), ("observer", observer)) if v}
     try:
         config = load_config(params, **overrides)
-        line = ProgressLine(sys.stderr, "process")
+        line = TimeProgress(sys.stderr, "process")
         summary = process_bag(bag, out, config, overwrite=force, report=report, progress=line)
         line.finish()
     except (IoError, ValueError, FileNotFoundError, AcceleratorUnavailable, BuildError) as exc:

@@ -232,22 +232,29 @@ class OnlineObserver:
         self._order += 1
         return pending
 
-    def warm_up(self) -> None:
+    def warm_up(self, on_step=None) -> None:
         """Run every compiled kernel of this configuration once, on a throwaway copy of the observer (this one is
         untouched): numba compiles them (or loads them from its cache) on first use, tens of seconds on a fresh
-        install, which a live node must not spend on its first messages."""
+        install, which a live node must not spend on its first messages.  ``on_step(done, total)`` is called
+        after each of its steps (for a progress display)."""
         settings = dataclasses.replace(self.settings, start_mode="pose", datum=(0.0, 0.0, 0.0))
         obs = OnlineObserver(self.vehicle.desc, self.mounts, settings, linear_solver=self.vehicle.solver_options.get("linear_solver"))
         t = 1_000_000_000
         rate = 10.0 / float(np.mean(getattr(obs.vehicle, "rD", 0.3)))
         imu = ImuSample(t, 0, self.mounts.imu_frame_id, np.zeros(3), np.array([0.0, 0.0, 9.81]), 0.01, 0.1)
+        done, total = 0, 7
         for sample in (imu, WheelSample(t + 5_000_000, 0, np.zeros(4), np.full(4, rate), np.zeros(4)), SteeringSample(t + 5_000_000, 0, 0.0),
                        GnssFix(t + 6_000_000, 0, "", 0.0, 0.0, 0.0, 0, np.eye(3) * 4.0),
                        GnssVelocity(t + 6_000_000, 0, "", np.array([10.0, 0.0, 0.0]), np.eye(3) * 0.01), imu._replace(stamp_ns=t + 12_000_000)):
             obs.feed(sample)
+            done += 1
+            if on_step is not None:
+                on_step(done, total)
         obs.estimate()
         if hasattr(obs.filter, "_update_parameters"):  # SPI starts late in a drive: compile it now too
             obs.filter._update_parameters()
+        if on_step is not None:
+            on_step(total, total)
 
     def pending(self) -> Counter:
         """Samples per stream waiting for the model to reach them (or for the next step)."""

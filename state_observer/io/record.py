@@ -2,7 +2,7 @@
 
 ``record_run`` writes what ``state_observer.sim.run.simulate`` yields: the truth topics every
 model step and every sensor sample at its receive time. ``simulate_command`` adds argument
-checks, a progress line on stderr, the one-line summary on stdout and one-line errors, and
+checks, a progress bar on stderr, the one-line summary on stdout and one-line errors, and
 returns the exit code. The partial bag is kept (and readable) on any failure or interrupt.
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Iterable
 
 from state_observer.io.bag import BagWriter, IoError
 from state_observer.io.convert import truth_stamp_ns
+from state_observer.progress import TimeProgress
 
 if TYPE_CHECKING:
     from state_observer.sim.truth import TruthSample
@@ -69,49 +70,6 @@ def record_run(run: Iterable[tuple[TruthSample, list]], writer: BagWriter,
         raise
     flush(None)
     return t_s
-
-
-class ProgressLine:
-    """``progress(t_s, total_s)`` callback: one updating line on a terminal, else a line per 10 %."""
-
-    def __init__(self, stream: IO[str], label: str, min_interval_s: float = 0.2) -> None:
-        self.stream = stream
-        self.label = label
-        self.min_interval_s = min_interval_s
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self._first: tuple[float, float] | None = None  # (wall time, simulated time) of the first call
-        self._last_shown = -math.inf
-        self._last_decile = -1
-        self._width = 0
-
-    def __call__(self, t_s: float, total_s: float) -> None:
-        now = time.monotonic()
-        if self._first is None:  # real-time factor of the stepping, without the model set-up
-            self._first = (now, t_s)
-        elapsed = now - self._first[0]
-        rtf = (t_s - self._first[1]) / elapsed if elapsed > 0 else math.nan
-        line = (f"{self.label}: {t_s:.2f} / {total_s:.2f} s simulated, "
-                f"real-time factor {rtf:.2f}")
-        if self.tty:
-            if now - self._last_shown < self.min_interval_s and t_s < total_s:
-                return
-            self._last_shown = now
-            self._width = max(self._width, len(line))
-            self.stream.write("\r" + line.ljust(self._width))
-            self.stream.flush()
-        else:
-            decile = int(10 * t_s / total_s) if total_s > 0 else 10
-            if decile > self._last_decile:
-                self._last_decile = decile
-                self.stream.write(line + "\n")
-                self.stream.flush()
-
-    def finish(self) -> None:
-        """End the updating line (terminal only)."""
-        if self.tty and self._width:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._width = 0
 
 
 class _Terminated(BaseException):
@@ -177,7 +135,7 @@ def simulate_command(manoeuvre: str, out: str | Path, *, vehicle: str | Path | N
     except IoError as exc:
         return fail(str(exc))
 
-    progress = ProgressLine(stderr, f"simulate {manoeuvre}")
+    progress = TimeProgress(stderr, f"simulate {manoeuvre}")
     last_t = [math.nan]
     start = time.monotonic()
     main_thread = threading.current_thread() is threading.main_thread()

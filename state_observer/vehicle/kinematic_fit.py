@@ -62,6 +62,7 @@ from scipy.interpolate import make_interp_spline
 
 from ..mbs import SolverError, solve_position, transform_coordinates
 from ..mbs.small_linalg import mm
+from ..paths import package_cache_dirs
 from .detailed import WHEELS
 
 CHANNELS = ("x_m", "y_m", "z_m", "steer_rad", "inclination_rad", "dive_rad", "spring_length_m")
@@ -660,7 +661,9 @@ def fit_vehicle_kinematics(desc, cache_dir=None, *, cache: bool = True, travel_m
     :func:`default_cache_dir`) holds the sweep and the validation points; the key hashes the geometry
     (:func:`geometry_of`) and the grid settings.  The static point depends on masses, springs and
     tires too: it is stored with a hash of the whole description and re-solved (not re-swept) when that
-    differs.  An unreadable or inconsistent entry is rebuilt with a warning.
+    differs.  An unreadable or inconsistent entry is rebuilt with a warning.  With the default cache
+    directory, an entry missing there is also looked up (read only) in the caches filled when the package
+    was built (:func:`state_observer.paths.package_cache_dirs`; ``state-observer prepare``).
     """
     if travel_m <= 0.0 or travel_step_m <= 0.0 or travel_step_m > travel_m:
         raise ValueError(f"need 0 < travel_step_m <= travel_m (got {travel_step_m}, {travel_m})")
@@ -668,17 +671,21 @@ def fit_vehicle_kinematics(desc, cache_dir=None, *, cache: bool = True, travel_m
         raise ValueError(f"rack_nodes must be at least {degree + 1} for degree {degree} (got {rack_nodes})")
     key = geometry_key(desc, travel_m, travel_step_m, rack_nodes, degree)
     skey = statics_key(desc)
-    path = None
+    path = source = None
     entry = None
     if cache:
         path = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         path = path / f"kinematics-{key[:32]}.npz"
-        if path.exists():
+        # the default cache falls back on the entries made when the package was built (read only)
+        shipped = [d / path.name for d in package_cache_dirs("kinematics")] if cache_dir is None else []
+        for candidate in [path, *shipped]:
+            if not candidate.exists():
+                continue
             try:
-                entry = _load(path, key)
+                entry, source = _load(candidate, key), candidate
+                break
             except Exception as exc:  # noqa: BLE001 - any unreadable entry is rebuilt, never trusted
-                warnings.warn(f"kinematics cache entry {path} is unusable ({type(exc).__name__}: {exc}); rebuilding it", stacklevel=2)
-                entry = None
+                warnings.warn(f"kinematics cache entry {candidate} is unusable ({type(exc).__name__}: {exc}); rebuilding it", stacklevel=2)
     from_cache = entry is not None
     if entry is None:
         data, offsets, sweep_time, solves = _sweep_vehicle(desc, travel_m, travel_step_m, rack_nodes)
@@ -710,4 +717,5 @@ def fit_vehicle_kinematics(desc, cache_dir=None, *, cache: bool = True, travel_m
         fit = CornerKinematics(w, c.side, d["u"], d["rack"], d["values"], entry["offsets"][w], degree)
         corners[w] = fit
         residuals[w] = _residual(fit, d["val_u"], d["val_rack"], d["val_values"])
-    return VehicleKinematics(desc.name, corners, residuals, key, entry["sweep_time_s"], entry["solves"], path, from_cache)
+    return VehicleKinematics(desc.name, corners, residuals, key, entry["sweep_time_s"], entry["solves"],
+                             path if dirty else source, from_cache)
