@@ -28,7 +28,7 @@ evaluate: bootstrap
 # rclpy/DDS, private domain), process the same bag offline, write results/demo/ and print the accuracy.
 demo: bootstrap
 	@mkdir -p results
-	@$(ENV) state-observer demo --out results/demo
+	@$(ENV) state-observer demo --out results/demo --bench-json results/bench.json
 
 clean:
 	rm -rf build install log results .pytest_cache test/.pytest_cache

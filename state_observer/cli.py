@@ -50,7 +50,8 @@ def _demo(args: argparse.Namespace) -> int:
         from state_observer.ros.demo import run_demo
     except ImportError as exc:
         raise SystemExit(f"state-observer demo: needs ROS 2 (rclpy): {exc}; run `make demo`") from None
-    return run_demo(Path(args.out), args.manoeuvre, args.duration, args.rate, args.force)
+    return run_demo(Path(args.out), args.manoeuvre, args.duration, args.rate, args.force,
+                    Path(args.bench_json) if args.bench_json else None)
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -174,8 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="results/demo", metavar="DIR", help="output directory (default: results/demo)")
     demo.add_argument("--manoeuvre", default="steady_circle", metavar="NAME", help="manoeuvre to simulate (default: steady_circle)")
     demo.add_argument("--duration", type=_positive_seconds, default=40.0, metavar="S", help="simulated seconds (default: 40)")
-    demo.add_argument("--rate", type=_positive_seconds, default=2.0, metavar="X", help="playback rate (default: 2 x real time)")
+    demo.add_argument("--rate", type=_positive_seconds, default=2.0, metavar="X", help="highest playback rate (default: 2 x real time; lower when process runs slowly here)")
     demo.add_argument("--force", action="store_true", help="simulate the input bag again even if it exists")
+    demo.add_argument("--bench-json", metavar="PATH", help="merge demo_wall_s (and the node's start time) into this benchmark JSON")
     demo.set_defaults(func=_demo)
 
     prepare = commands.add_parser(

@@ -153,7 +153,8 @@ def _replay(out: Path, bag: Path, params: Path, rate: float, duration_s: float) 
         procs["bag_player"] = _node("bag_player", ["-p", f"bag:={bag}", "-p", f"rate:={rate}", "-p", "wait_for_subscribers_s:=60.0",
                                                    "-p", f"topics:={list(SENSOR_TOPICS.values())}"], env, logs / "bag_player.log")
         deadline = play_start + duration_s / rate + 120.0
-        with bar("demo: replay", round(duration_s, 1), unit="s") as progress:  # bag seconds, from the wall clock and the rate
+        with bar("demo: replay", round(duration_s, 1), unit="s",
+                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} s of the bag [{elapsed}<{remaining}]") as progress:  # bag seconds, from the wall clock and the rate
             while procs["bag_player"].poll() is None and procs["observer_node"].poll() is None and time.monotonic() < deadline:
                 time.sleep(0.2)
                 progress.update(max(0.0, min(duration_s, (time.monotonic() - play_start) * rate) - progress.n))

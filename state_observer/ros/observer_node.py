@@ -52,8 +52,15 @@ class ObserverNode(Node):
         except RuntimeError as exc:  # accel: AcceleratorUnavailable (no board or overlay), BuildError (no compiler)
             hint = "" if self.config.backend_fallback else " (backend_fallback: true uses the C model of the kernel instead)"
             raise ParameterError(f"parameter solver_backend {self.config.solver_backend!r}: {exc}{hint}") from None
-        self.get_logger().info("loading the compiled kernels (the first start after an install compiles them: ~1 min)")
-        observer.warm_up()
+        self.get_logger().info("loading the compiled kernels (`state-observer prepare`, run by the build, compiled them; "
+                               "without it the first start compiles them: ~1-2 min)")
+        started = time.monotonic()
+
+        def warm_up_step(done: int, total: int) -> None:
+            if time.monotonic() - started > 2.0:
+                self.get_logger().info(f"compiling the kernels: step {done} of {total}, {time.monotonic() - started:.0f} s")
+
+        observer.warm_up(on_step=warm_up_step)
         self.pipeline = ObserverPipeline(self.config, observer, store=self.store)
         self.latencies_ns: deque = deque(maxlen=LATENCY_WINDOW)
         self._errors_logged = 0
