@@ -187,9 +187,10 @@ def road_benchmarks(sim_seconds: float, repeats: int) -> dict:
 def product_benchmarks(sim_seconds: float, repeats: int) -> dict:
     """The ROS product on a simulated steady circle (20 s; 3 s with --quick): ``process_rtf``, offline
     processing by ``state-observer process`` (reading the bag, the observer, building and writing every
-    output message; model set-up and report excluded), and ``node_latency_p99_ms``, the observer node's
+    output message; model set-up and report excluded), ``node_latency_p99_ms``, the observer node's
     time from taking an IMU message to having published its estimate, with the bag played in real time
-    (200 Hz IMU) through rclpy/DDS on localhost in a private domain.  Without rclpy only the first."""
+    (200 Hz IMU) through rclpy/DDS on localhost in a private domain, and ``node_cold_start_s``
+    (:func:`_node_cold_start`).  Without rclpy only the first."""
     import tempfile
 
     from state_observer.io.record import simulate_command
@@ -212,7 +213,34 @@ def product_benchmarks(sim_seconds: float, repeats: int) -> dict:
             print(f"bench: no rclpy ({exc}): node latency not measured", file=sys.stderr)
             return out
         out.update(_node_latency(bag))
+    out["node_cold_start_s"] = _node_cold_start()
     return out
+
+
+def _node_cold_start(timeout_s: float = 900.0) -> float:
+    """Seconds from starting ``observer_node`` (its own process, default parameters) to its subscriptions, with an
+    empty user cache (``$HOME``, ``$XDG_CACHE_HOME``, ``$STATE_OBSERVER_CACHE`` in a new folder): what a user meets
+    at the first start after ``make``, the build having prepared the kernels and the default vehicle."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as home:
+        env = dict(os.environ, HOME=home, XDG_CACHE_HOME=f"{home}/.cache", STATE_OBSERVER_CACHE=f"{home}/.cache/state_observer",
+                   ROS_LOG_DIR=f"{home}/ros_log", ROS_DOMAIN_ID=str(150 + (os.getpid() + 40) % 80), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+        log = Path(home) / "node.log"
+        start = time.monotonic()
+        with log.open("w") as sink:  # cwd: not a source tree, so the installed package (with its messages) is imported
+            node = subprocess.Popen([sys.executable, "-m", "state_observer.ros.observer_node"], cwd=home, env=env,
+                                    stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            while "listening on" not in log.read_text(errors="replace"):
+                if node.poll() is not None or time.monotonic() - start > timeout_s:
+                    raise RuntimeError(f"bench: observer_node did not start (exit {node.poll()}): {log.read_text()[-2000:]}")
+                time.sleep(0.05)
+            return round(time.monotonic() - start, 2)
+        finally:
+            node.terminate()
+            node.wait(30)
 
 
 def _node_latency(bag: Path) -> dict:
