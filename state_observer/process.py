@@ -133,8 +133,10 @@ def accuracy(estimate: dict, truth: dict, skip_s: float) -> dict:
 
 
 def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | None = None, *, overwrite: bool = False,
-                report: bool = True, skip_s: float = 20.0, progress=None) -> dict:
-    """Run the observer over ``bag`` and write ``out_dir`` (module docstring); returns the summary."""
+                report: bool = True, skip_s: float = 20.0, progress=None, say=None) -> dict:
+    """Run the observer over ``bag`` and write ``out_dir`` (module docstring); returns the summary.
+    ``progress(t_s, duration_s)`` follows the bag; ``say(text)`` is told each other phase (the command prints them);
+    with ``say`` the kernels are also loaded (or, on a fresh install, compiled) before the bag is read."""
     bag, out_dir = Path(bag), Path(out_dir)
     config = config or load_config()
     info = bag_info(bag)
@@ -151,8 +153,14 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
         config = dataclasses.replace(config, settings=dataclasses.replace(config.settings, datum=tuple(float(v) for v in bag_datum.split())))
         datum_note = f"from the bag's metadata ({DATUM_KEY}: {bag_datum})"
     build_start = time.perf_counter()
+    if say is not None:
+        say(f"building the observer model of {config.vehicle_file or 'the default vehicle'} (a new vehicle's suspension "
+            "kinematics are swept once: ~20 s)")
     pipeline = ObserverPipeline(config)
     observer = pipeline.observer
+    if say is not None:
+        say("loading the compiled kernels (compiling them takes ~1-2 min once after an install without `state-observer prepare`)")
+        observer.warm_up()
     observer.record_gnss = True
     build_s = time.perf_counter() - build_start
     duration_s, first_ns = info.duration_s, info.start_ns
@@ -218,8 +226,13 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     if truth is not None and len(estimate["t_s"]):
         skip = min(skip_s, 0.33 * float(estimate["t_s"][-1]))
         summary["accuracy against truth"] = accuracy(estimate, truth, skip)
+    if progress is not None:
+        progress(duration_s, duration_s)
     if report:
         from .report import write_run
+
+        if say is not None:
+            say(f"drawing the report {out_dir / 'report.html'}")
 
         write_run(out_dir, estimate, gnss, innov, truth, summary, title=f"state_observer: {bag.name}")
     else:
@@ -237,7 +250,12 @@ def process_command(bag: str, out: str, params: str | None = None, vehicle: str 
     try:
         config = load_config(params, **overrides)
         line = TimeProgress(sys.stderr, "process")
-        summary = process_bag(bag, out, config, overwrite=force, report=report, progress=line)
+
+        def say(text: str) -> None:
+            line.finish()
+            print(f"process: {text}", file=sys.stderr, flush=True)
+
+        summary = process_bag(bag, out, config, overwrite=force, report=report, progress=line, say=say)
         line.finish()
     except (IoError, ValueError, FileNotFoundError, AcceleratorUnavailable, BuildError) as exc:
         print(f"state-observer process: {exc}", file=sys.stderr)
