@@ -72,7 +72,7 @@ class OnlineSettings:
     wheel_rate_sigma_rad_s: float = 0.05
     sensors: tuple = ("imu", "gnss_fix", "gnss_velocity", "wheels")  # streams used for updates (steering is an input)
     max_delay_s: float = 0.3  # samples stamped further behind the model are dropped
-    time_jump_s: float = 1.0  # samples this far behind the model mean the time jumped back
+    time_jump_s: float = 1.0  # samples this far behind or ahead of the model: the time jumped (or a long silence)
 
     def __post_init__(self):
         def need(ok: bool, name: str, what: str):
@@ -122,6 +122,29 @@ class ObserverEstimate(NamedTuple):
     parameters_converged: bool
     estimator: str
     nis: dict  # sensor -> latest normalised innovation squared
+
+
+class InputLimits(NamedTuple):
+    """What a sample may say before it is taken as broken (beyond it the model step would fail or lie): the
+    vehicle file's steering and torque limits with a margin, a top speed, and common IMU full scales."""
+
+    steering_wheel_rad: float  # |angle|
+    torque_n_m: tuple  # (lowest, highest) signed wheel torque (drive - brake), fl fr rl rr arrays
+    wheel_rate_rad_s: np.ndarray  # |rate| per wheel: TOP_SPEED_M_S on the dynamic radius
+    speed_m_s: float  # |GNSS velocity|
+    gyro_rad_s: float  # per axis: 2000 deg/s
+    accel_m_s2: float  # per axis: 16 g
+
+    TOP_SPEED_M_S = 150.0
+    MARGIN = 1.5  # on the vehicle file's steering and torque limits (a measured torque may exceed the nominal one)
+
+    @classmethod
+    def of(cls, desc) -> "InputLimits":
+        drive = np.array([c.max_drive_torque_n_m for c in desc.corners])
+        brake = np.array([c.max_brake_torque_n_m for c in desc.corners])
+        radius = np.array([c.wheel.dynamic_radius_m for c in desc.corners])
+        return cls(cls.MARGIN * desc.steering.max_steering_wheel_angle_rad, (-cls.MARGIN * brake - 1.0, cls.MARGIN * drive + 1.0),
+                   cls.TOP_SPEED_M_S / radius, cls.TOP_SPEED_M_S, math.radians(2000.0), 16 * 9.80665)
 
 
 class ModelInputs:
@@ -195,6 +218,7 @@ class OnlineObserver:
         self.dt_ns = round(self.vehicle.dt_s * _NS)
         self._initial = (self.vehicle.total_mass_kg, float(np.mean(self.vehicle.mu)))
         self._tire_k_z = np.array([c.tire.vertical_stiffness_n_per_m for c in desc.corners])  # N/m, fl fr rl rr
+        self._limits = InputLimits.of(desc)
         self.counters: dict[str, Counter] = {k: Counter() for k in STREAMS}
         self.events: list[str] = []  # resets and other notable events, newest last (the caller may clear it)
         self.n_resets = 0
@@ -215,6 +239,7 @@ class OnlineObserver:
         self._order = 0
         self._last_stamp: dict[str, int] = {}
         self._behind = 0
+        self._ahead: list[tuple[str, int]] = []  # (stream, stamp) of the samples in a row stamped more than time_jump_s ahead
         self._inputs = ModelInputs()
         self._first_fix: tuple | None = None  # (stamp_ns, enu) for the heading from motion
         self._last_fix: tuple | None = None
@@ -278,7 +303,21 @@ class OnlineObserver:
                 count["dropped: late"] += 1
                 return []
             self.reset(f"time jumped back by {(self.t_ns - stamp) * 1e-9:.3f} s ({kind} stamp)")
+        elif self.started and stamp > self.t_ns + self.settings.time_jump_s * _NS:
+            # never integrate up to a far stamp (an hour of model steps in one call): one bad stamp is dropped;
+            # the clock stepped (or all sensors were silent) when samples in a row, on one new clock (each
+            # within time_jump_s of the last), confirm it from two streams, or from one stream alone long
+            # enough that no other stream is live
+            if self._ahead and abs(stamp - self._ahead[-1][1]) > self.settings.time_jump_s * _NS:
+                self._ahead.clear()
+            self._ahead.append((kind, stamp))
+            streams = {k for k, _ in self._ahead}
+            if len(self._ahead) < _JUMP_CONFIRM or (len(streams) < 2 and len(self._ahead) < 10 * _JUMP_CONFIRM):
+                count["dropped: stamped too far ahead of the model"] += 1
+                return []
+            self.reset(f"time jumped ahead by {(stamp - self.t_ns) * 1e-9:.3f} s ({kind} stamp), or the sensors were silent")
         self._behind = 0
+        self._ahead.clear()
         if self._last_stamp.get(kind) == stamp:
             count["dropped: duplicate stamp"] += 1
             return []
@@ -310,12 +349,20 @@ class OnlineObserver:
             if sample.frame_id and sample.frame_id != self.mounts.imu_frame_id:
                 count[f"dropped: frame {sample.frame_id!r} is not the vehicle's IMU frame {self.mounts.imu_frame_id!r}"] += 1
                 return None
+            lim = self._limits
+            if np.all(np.isfinite(gyro)) and np.any(np.abs(gyro) > lim.gyro_rad_s):
+                count[f"gyro beyond {lim.gyro_rad_s:.1f} rad/s (not used)"] += 1
+                gyro = np.full(3, np.nan)
+            if np.all(np.isfinite(accel)) and np.any(np.abs(accel) > lim.accel_m_s2):
+                count[f"accelerometer beyond {lim.accel_m_s2:.0f} m/s^2 (not used)"] += 1
+                accel = np.full(3, np.nan)
             if not (np.all(np.isfinite(gyro)) or np.all(np.isfinite(accel))):
-                count["dropped: not finite"] += 1
+                count["dropped: not finite or beyond full scale"] += 1
                 return None
             gyro_sigma = self._sigma(sample.angular_velocity_sigma, s.gyro_sigma_rad_s, count, "gyro")
             accel_sigma = self._sigma(sample.linear_acceleration_sigma, s.accel_sigma_m_s2, count, "accel")
-            return sample._replace(angular_velocity_sigma=gyro_sigma, linear_acceleration_sigma=accel_sigma)
+            return sample._replace(angular_velocity_rad_s=gyro, linear_acceleration_m_s2=accel, angular_velocity_sigma=gyro_sigma,
+                                   linear_acceleration_sigma=accel_sigma)
         if kind == "gnss_fix":
             if sample.status < 0:
                 count["dropped: no fix"] += 1
@@ -335,6 +382,9 @@ class OnlineObserver:
             if not np.all(np.isfinite(v)):
                 count["dropped: not finite"] += 1
                 return None
+            if np.linalg.norm(v) > self._limits.speed_m_s:
+                count[f"dropped: faster than {self._limits.speed_m_s:.0f} m/s"] += 1
+                return None
             cov = np.asarray(sample.covariance_m2_s2, float)
             if not (s.use_message_covariance and _usable_covariance(cov)):
                 if s.use_message_covariance:
@@ -342,14 +392,28 @@ class OnlineObserver:
                 cov = np.eye(3) * s.gnss_velocity_sigma_m_s**2
             return sample._replace(covariance_m2_s2=cov)
         if kind == "wheels":
-            if not (np.any(np.isfinite(sample.rate_rad_s)) or np.any(np.isfinite(sample.torque_n_m))):
+            lim = self._limits
+            rate, torque = np.asarray(sample.rate_rad_s, float), np.asarray(sample.torque_n_m, float)
+            too_fast = np.abs(rate) > lim.wheel_rate_rad_s  # NaN compares False
+            too_strong = (torque < lim.torque_n_m[0]) | (torque > lim.torque_n_m[1])
+            if too_fast.any():
+                count[f"wheel rates beyond {lim.TOP_SPEED_M_S:.0f} m/s (those wheels skipped)"] += 1
+                rate = np.where(too_fast, np.nan, rate)
+            if too_strong.any():
+                count[f"wheel torques beyond {lim.MARGIN:g} x the vehicle file's limits (those wheels keep their last torque)"] += 1
+                torque = np.where(too_strong, np.nan, torque)
+            if not (np.any(np.isfinite(rate)) or np.any(np.isfinite(torque))):
                 count["dropped: no finite rate or torque"] += 1
                 return None
-            if not np.all(np.isfinite(sample.rate_rad_s)):
+            if not np.all(np.isfinite(rate)):
                 count["wheel rates missing or not finite (those wheels skipped)"] += 1
-            return sample
+            return sample._replace(rate_rad_s=rate, torque_n_m=torque)
         if not math.isfinite(sample.steering_wheel_angle_rad):
             count["dropped: not finite"] += 1
+            return None
+        if abs(sample.steering_wheel_angle_rad) > self._limits.steering_wheel_rad:
+            count[f"dropped: steering-wheel angle beyond {self._limits.steering_wheel_rad:.2f} rad "
+                  f"({self._limits.MARGIN:g} x the vehicle file's limit)"] += 1
             return None
         return sample
 
@@ -415,6 +479,7 @@ class OnlineObserver:
         if abs(self.vehicle.total_mass_kg - mass) > 1e-9:
             self.vehicle.set_total_mass(mass)
         self.vehicle.mu = mu
+        self._inputs.apply(self.vehicle)  # the measured inputs, not what a failed run left on the model
         self.filter.start(speed, yaw, (float(xy[0]), float(xy[1])), t=stamp_ns * 1e-9)
         self.t_ns = int(stamp_ns)
         self._version += 1
@@ -463,12 +528,17 @@ class OnlineObserver:
             gyro = np.asarray(sample.angular_velocity_rad_s, float)
             accel = np.asarray(sample.linear_acceleration_m_s2, float)
             gyro_ok, accel_ok = bool(np.all(np.isfinite(gyro))), bool(np.all(np.isfinite(accel)))
-            if gyro_ok and accel_ok:
+            enabled = f.settings.enabled_sensors  # the detailed model's filter leaves the accelerometer out by design
+            use_gyro, use_accel = gyro_ok and "gyroscope" in enabled, accel_ok and "accelerometer" in enabled
+            if use_gyro and use_accel:
                 ok = f.update_imu(gyro, accel, sample.angular_velocity_sigma, sample.linear_acceleration_sigma)
-            elif gyro_ok:
+            elif use_gyro:
                 ok = (f.update_gyroscope(gyro, sample.angular_velocity_sigma),)
-            else:
+            elif use_accel:
                 ok = (f.update_accelerometer(accel, sample.linear_acceleration_sigma),)
+            else:
+                count["not used (disabled)"] += 1
+                return
             count["applied" if all(ok) else "rejected by the gate"] += 1
         elif kind == "gnss_fix":
             if self.datum is None:

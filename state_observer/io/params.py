@@ -67,7 +67,8 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("sensors.gnss_velocity", True, "use GNSS velocity"),
     Parameter("sensors.wheels", True, "use wheel speeds"),
     Parameter("timing.max_delay_s", 0.3, "samples stamped further behind the model time are dropped (s)", 0.001, 5.0),
-    Parameter("timing.time_jump_s", 1.0, "samples this far behind the model reset the observer (looping bag) (s)", 0.01, 3600.0),
+    Parameter("timing.time_jump_s", 1.0, "samples stamped this far behind (a looping bag) or ahead (a clock step, a long silence) of "
+              "the model are dropped; three in a row reset the observer (s)", 0.01, 3600.0),
     *(Parameter(f"topics.{kind}", topic, _T.format(kind)) for kind, topic in SENSOR_TOPICS.items()),
     Parameter("rates.odometry_hz", 0.0, "odometry rate (Hz; 0: after every message that advanced the model)", 0.0, 1000.0),
     Parameter("rates.tire_forces_hz", 50.0, "tire-force rate (Hz; 0: every model step)", 0.0, 1000.0),

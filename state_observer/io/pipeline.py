@@ -95,7 +95,8 @@ class ObserverPipeline:
         steps = self.observer.feed(sample)
         if self.observer.n_resets != self._resets_seen:
             self._clear()
-        return self.outputs(steps[-1]) if steps else iter(())
+        # nothing to publish when a step of this advance failed (the observer reset itself and waits to start again)
+        return self.outputs(steps[-1]) if steps and self.observer.started else iter(())
 
     def outputs(self, stamp_ns: int) -> Iterator[Output]:
         """The outputs due at model time ``stamp_ns`` (the observer's current time), odometry first."""
@@ -134,7 +135,7 @@ def health(observer: OnlineObserver) -> list[tuple[str, str, str, dict]]:
     values = {"started": observer.started, "resets": observer.n_resets, "model time s": f"{(observer.t_ns or 0) * 1e-9:.3f}"}
     if observer.started:
         values.update({"datum": repr(observer.datum), "GNSS re-acquisitions": f.n_resets, "sensor relocks": f.n_relocks,
-                       "mass kg": f"{observer.vehicle.total_mass_kg:.1f}", "friction": f"{float(observer.vehicle.mu.mean()):.3f}"})
+                       "mass kg": f"{observer.vehicle.total_mass_kg:.1f}", "friction": f"{float(np.mean(observer.vehicle.mu)):.3f}"})
     if observer.events:
         values["last event"] = observer.events[-1]
     if not observer.started:

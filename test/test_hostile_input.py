@@ -1,0 +1,154 @@
+"""Hostile input to the online observer and its pipeline (issue 13, items 1-4): far-future stamps, a failed
+model step inside a multi-step advance, the detailed model's observer, inputs beyond the vehicle's limits."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness import simulated_scenario
+
+HOUR_NS = 3600 * 1_000_000_000
+
+
+@pytest.fixture(scope="module")
+def scenario():
+    desc, config, manoeuvre, truths, samples = simulated_scenario("circle_mu08", 6.0, seed=4)
+    samples.sort(key=lambda s: s.receive_ns)
+    return desc, config, truths, samples
+
+
+def _observer(desc, config, **settings):
+    from state_observer.estimation.online import OnlineObserver, OnlineSettings
+    from state_observer.sim.sensors import mounts_from_vehicle
+
+    d = config.gnss_fix.datum
+    return OnlineObserver(desc, mounts_from_vehicle(desc), OnlineSettings(datum=(d.latitude_deg, d.longitude_deg, d.altitude_m), **settings))
+
+
+def _started(obs, samples) -> int:
+    """Feed until the observer has started and run 1 s; the index of the next sample."""
+    for i, s in enumerate(samples):
+        obs.feed(s)
+        if obs.started and s.stamp_ns > obs.t_ns - 10_000_000 and obs.t_ns * 1e-9 > 2.5:
+            return i + 1
+    raise AssertionError("the observer did not start")
+
+
+def _kind(samples, cls):
+    return [s for s in samples if isinstance(s, cls)]
+
+
+def test_one_sample_an_hour_ahead_is_dropped_not_integrated_up_to(scenario):
+    from state_observer.sensors.samples import ImuSample, WheelSample
+
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="errorekf_fe_reduced")
+    i = _started(obs, samples)
+    t = obs.t_ns
+    future = _kind(samples[i:], ImuSample)[0]
+    for stamp in (t + HOUR_NS, 2_145_916_800 * 1_000_000_000):  # an hour ahead; 2038
+        assert obs.feed(future._replace(stamp_ns=stamp)) == []
+    assert obs.t_ns == t and obs.started and obs.n_resets == 0
+    assert obs.counters["imu"]["dropped: stamped too far ahead of the model"] == 2
+    # one stream whose clock is an hour ahead, between good samples of the others: dropped each time, no reset
+    for s in samples[i : i + 300]:
+        obs.feed(s._replace(stamp_ns=s.stamp_ns + HOUR_NS) if isinstance(s, WheelSample) else s)
+    assert obs.n_resets == 0 and obs.started and obs.t_ns > t
+    assert obs.counters["wheels"]["dropped: stamped too far ahead of the model"] > 10
+
+
+def test_a_clock_step_seen_by_every_stream_resets(scenario):
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="errorekf_fe_reduced")
+    i = _started(obs, samples)
+    t = obs.t_ns
+    for s in samples[i : i + 200]:
+        obs.feed(s._replace(stamp_ns=s.stamp_ns + HOUR_NS))
+    assert obs.n_resets == 1 and "time jumped ahead" in " ".join(obs.events)
+    assert obs.t_ns is None or obs.t_ns > t + HOUR_NS - 10 * 1_000_000_000  # restarted on the new clock, never stepped up to it
+
+
+def test_a_failed_step_inside_an_advance_publishes_nothing_and_restarts(scenario):
+    import dataclasses
+
+    from state_observer.io.pipeline import ObserverPipeline
+    from state_observer.process import load_config
+
+    desc, config, truths, samples = scenario
+    d = config.gnss_fix.datum
+    cfg = load_config()
+    cfg = dataclasses.replace(cfg, settings=dataclasses.replace(cfg.settings, observer="errorekf_fe_reduced",
+                                                                datum=(d.latitude_deg, d.longitude_deg, d.altitude_m)))
+    pipeline = ObserverPipeline(cfg)
+    obs = pipeline.observer
+    i = _started(obs, samples)
+    predict, calls = obs.filter.predict, []
+
+    def fails_on_the_second_step():
+        calls.append(1)
+        return False if len(calls) == 2 else predict()
+
+    obs.filter.predict = fails_on_the_second_step
+    later = samples[i]._replace(stamp_ns=obs.t_ns + 5 * obs.dt_ns)  # an advance of five steps
+    assert list(pipeline.feed(later)) == []
+    assert not obs.started and obs.n_resets == 1 and "model step failed" in obs.events[-1]
+    obs.filter.predict = predict
+    outputs = [out for s in samples[i + 1 :] for out in pipeline.feed(s)]
+    assert obs.started and any(out.kind == "odometry" for out in outputs)
+
+
+def test_detailed_observer_diagnostics_and_imu_counts(scenario):
+    from state_observer.io.pipeline import health
+
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="errorekf_detailed")
+    for s in samples[: len(samples) // 2]:
+        obs.feed(s)
+    assert obs.started
+    statuses = {name: (level, values) for name, level, _, values in health(obs)}
+    assert statuses["state_observer: observer"][1]["friction"] == "1.000"
+    imu = obs.counters["imu"]
+    # the detailed filter uses the gyroscope only: an IMU message is applied when its gyroscope part was
+    assert imu["applied"] > 0.9 * (imu["received"] - imu["dropped: before start"]) and imu["rejected by the gate"] < 0.05 * imu["applied"]
+
+
+def test_inputs_beyond_the_vehicle_limits_are_dropped_and_estimation_goes_on(scenario):
+    from state_observer.sensors.samples import GnssVelocity, ImuSample, SteeringSample, WheelSample
+
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="errorekf_fe_reduced")
+    i = _started(obs, samples)
+    steering = _kind(samples[i:], SteeringSample)
+    wheels = _kind(samples[i:], WheelSample)
+    imu = _kind(samples[i:], ImuSample)
+    vel = _kind(samples[i:], GnssVelocity)
+    bad = {id(steering[0]): steering[0]._replace(steering_wheel_angle_rad=1e308),
+           id(steering[1]): steering[1]._replace(steering_wheel_angle_rad=100.0),
+           id(wheels[0]): wheels[0]._replace(torque_n_m=np.array([1e5, 0.0, 0.0, 0.0]), rate_rad_s=np.array([1e6, 30, 30, 30.0])),
+           id(imu[0]): imu[0]._replace(angular_velocity_rad_s=np.array([1e308, 0, 0.0])),
+           id(vel[0]): vel[0]._replace(velocity_enu_m_s=np.array([3e8, 0, 0.0]))}
+    for s in samples[i:]:
+        obs.feed(bad.get(id(s), s))
+    assert obs.n_resets == 0 and obs.started and obs.t_ns * 1e-9 > 5.5
+    c = obs.counters
+    assert sum(n for k, n in c["steering"].items() if k.startswith("dropped: steering-wheel angle beyond")) == 2
+    assert any(k.startswith("wheel torques beyond") for k in c["wheels"]) and any(k.startswith("wheel rates beyond") for k in c["wheels"])
+    assert any(k.startswith("gyro beyond") for k in c["imu"])
+    assert any(k.startswith("dropped: faster than") for k in c["gnss_velocity"])
+    e = obs.estimate()
+    truth = min(truths, key=lambda x: abs(x.t_s - e.stamp_ns * 1e-9))
+    assert np.hypot(*(e.state.position_enu_m[:2] - truth.position_enu_m[:2])) < 2.0
+    assert np.all(np.isfinite(obs.vehicle.solver.q))
+
+
+def test_restart_after_a_failed_step_forgets_the_broken_model(scenario):
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="spi_reduced", parameters_after_s=0.0)
+    i = _started(obs, samples)
+    obs.vehicle.solver.q[:] = np.nan  # what a diverged step leaves behind
+    obs.filter.x[:] = np.nan
+    obs.vehicle.set_inputs(1e308, np.full(4, 1e5), np.zeros(4))  # and the inputs that made it diverge
+    for s in samples[i:]:
+        obs.feed(s)
+    assert obs.n_resets >= 1 and obs.started and obs.t_ns * 1e-9 > 5.5
+    assert np.all(np.isfinite(obs.vehicle.solver.q)) and np.isfinite(obs.vehicle.total_mass_kg)
