@@ -26,6 +26,7 @@ PYTHON_MODULE_KEYS = {
     "numba": "python3-numba",
     "matplotlib": "python3-matplotlib",
     "rosbags": "python3-rosbags",
+    "tqdm": "python3-tqdm",
     "transforms3d": "python3-transforms3d",
 }
 # ROS packages of real installs only (no PyPI wheels, ARCHITECTURE.md 2): the launch files, RViz and the
@@ -39,6 +40,7 @@ PIP_NAMES = {
     "python3-yaml": "pyyaml",
     "python3-matplotlib": "matplotlib",
     "python3-rosbags": "rosbags",
+    "python3-tqdm": "tqdm",
     "python3-transforms3d": "transforms3d",
 }
 
