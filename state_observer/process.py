@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -136,7 +137,11 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
                 report: bool = True, skip_s: float = 20.0, progress=None, say=None) -> dict:
     """Run the observer over ``bag`` and write ``out_dir`` (module docstring); returns the summary.
     ``progress(t_s, duration_s)`` follows the bag; ``say(text)`` is told each other phase (the command prints them);
-    with ``say`` the kernels are also loaded (or, on a fresh install, compiled) before the bag is read."""
+    with ``say`` the kernels are also loaded (or, on a fresh install, compiled) before the bag is read.
+
+    The run is written into ``OUT.partial`` beside ``out_dir`` and replaces ``out_dir`` (with ``overwrite``, an
+    earlier run there) only when it has completed; a failed run leaves ``OUT.partial`` as it got (its bag readable)
+    and ``out_dir`` untouched. The output folder may not be, hold or lie inside the input bag."""
     bag, out_dir = Path(bag), Path(out_dir)
     config = config or load_config()
     info = bag_info(bag)
@@ -144,9 +149,31 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     if not wanted:
         raise IoError(f"{bag}: none of the sensor topics {', '.join(config.topics.values())} "
                       f"(topics: {', '.join(sorted(info.topics)) or 'none'})")
-    if out_dir.exists() and not overwrite and any(out_dir.iterdir()):
-        raise IoError(f"{out_dir}: exists and is not empty; not overwriting it (use --force)")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    source, target = bag.resolve(), out_dir.resolve()
+    if target == source or source in target.parents or target in source.parents:
+        raise IoError(f"{out_dir}: the output folder must not be, hold or lie inside the input bag {bag}; choose another --out")
+    if out_dir.exists() and (not out_dir.is_dir() or (not overwrite and any(out_dir.iterdir()))):
+        raise IoError(f"{out_dir}: exists and is not an empty folder; not overwriting it (use --force)" if out_dir.is_dir()
+                      else f"{out_dir}: exists and is not a folder")
+    stage = target.with_name(target.name + ".partial")
+    if stage.exists():
+        shutil.rmtree(stage)  # what a failed earlier run left
+    stage.mkdir(parents=True)
+    summary = _process_into(bag, stage, info, wanted, config, report=report, skip_s=skip_s, progress=progress, say=say)
+    if target.exists():
+        old = target.with_name(target.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        target.rename(old)
+        stage.rename(target)
+        shutil.rmtree(old)
+    else:
+        stage.rename(target)
+    return summary
+
+
+def _process_into(bag: Path, out_dir: Path, info, wanted: dict, config: ObserverConfig, *, report: bool, skip_s: float,
+                  progress, say) -> dict:
+    """The body of :func:`process_bag`: the run written into the (new, empty) folder ``out_dir``."""
     datum_note = "configured" if config.settings.datum is not None else "first good fix"
     bag_datum = custom_data(bag).get(DATUM_KEY)
     if config.settings.datum is None and bag_datum:  # a simulated bag: estimate in its truth's frame
@@ -232,7 +259,7 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
         from .report import write_run
 
         if say is not None:
-            say(f"drawing the report {out_dir / 'report.html'}")
+            say("drawing the report")
 
         write_run(out_dir, estimate, gnss, innov, truth, summary, title=f"state_observer: {bag.name}")
     else:

@@ -152,3 +152,56 @@ def test_restart_after_a_failed_step_forgets_the_broken_model(scenario):
         obs.feed(s)
     assert obs.n_resets >= 1 and obs.started and obs.t_ns * 1e-9 > 5.5
     assert np.all(np.isfinite(obs.vehicle.solver.q)) and np.isfinite(obs.vehicle.total_mass_kg)
+
+
+@pytest.fixture(scope="module")
+def processed_run(tmp_path_factory):
+    """A short simulated bag and its processed run folder."""
+    from state_observer.io.record import simulate_command
+    from state_observer.process import process_bag
+
+    root = tmp_path_factory.mktemp("runs")
+    assert simulate_command("steady_circle", root / "input", duration_s=6.0, seed=5) == 0
+    process_bag(root / "input", root / "run", report=False)
+    return root / "input", root / "run"
+
+
+def test_process_never_writes_over_its_input(processed_run, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    from state_observer.io.bag import bag_info
+
+    bag, _ = processed_run
+    trip = tmp_path / "trip"
+    shutil.copytree(bag, trip / "bag")  # a user keeps the recording in the folder they then name as the output
+    before = bag_info(trip / "bag").topics
+    for out in (trip, trip / "bag", trip / "bag" / "inside"):
+        result = subprocess.run([sys.executable, "-m", "state_observer.cli", "process", str(trip / "bag"), "--out", str(out), "--force"],
+                                capture_output=True, text=True)
+        assert result.returncode == 1 and result.stderr.count("\n") == 1 and "input bag" in result.stderr, result.stderr
+    assert bag_info(trip / "bag").topics == before
+
+
+def test_a_forced_run_that_fails_leaves_the_earlier_run_whole(processed_run):
+    from state_observer.io.bag import bag_info
+    from state_observer.process import process_bag
+
+    bag, run = processed_run
+    summary = (run / "summary.json").read_text()
+
+    class Crash(Exception):
+        pass
+
+    def crash_midway(t_s, duration_s):  # called every 2000 samples, then once at the end
+        if t_s < duration_s:
+            raise Crash()
+
+    with pytest.raises(Crash):
+        process_bag(bag, run, overwrite=True, report=False, progress=crash_midway)
+    assert (run / "summary.json").read_text() == summary  # the earlier run is untouched
+    partial = run.with_name(run.name + ".partial")
+    assert bag_info(partial / "bag").topics["/state_observer/odometry"][1] > 0  # what the failed run wrote is kept
+    process_bag(bag, run, overwrite=True, report=False)  # a completed forced run replaces it
+    assert not partial.exists() and (run / "summary.json").is_file() and not run.with_name(run.name + ".old").exists()
