@@ -19,6 +19,7 @@ import dataclasses
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,8 +31,8 @@ from .description import (DRIVEN_AXLES, SUSPENSION_TYPES, Corner, VehicleConfigE
                           load_vehicle, load_vehicle_dict)
 from .detailed import GRAVITY_M_S2 as G, DetailedVehicle
 
-__all__ = ["CarNumbers", "CarNumbersError", "Characteristics", "characteristics", "generate", "write_vehicle",
-           "REQUIRED"]
+__all__ = ["CarNumbers", "CarNumbersError", "Characteristics", "characteristics", "generate", "new_command",
+           "write_vehicle", "REQUIRED"]
 
 
 class CarNumbersError(ValueError):
@@ -130,6 +131,9 @@ def _validated(n: CarNumbers) -> CarNumbers:
         value = getattr(n, field)
         if value is not None and value not in choices:
             raise _refuse(field, f"{value!r} is not one of {', '.join(choices)}")
+    if n.front_suspension == "macpherson":  # DetailedVehicle fixes a strut corner's link to the chassis
+        raise _refuse("front_suspension", "macpherson is not available on the steered axle: the detailed model "
+                                          "does not connect a strut corner's tie rod to the rack (use double_wishbone)")
     if n.tire_size is not None and n.wheel_radius is not None:
         raise _refuse("wheel_radius", "give --tire-size or --wheel-radius, not both")
     if n.tire_size is not None and _TIRE_SIZE.match(n.tire_size.strip()) is None:
@@ -371,7 +375,7 @@ def generate(numbers: CarNumbers, template: VehicleDescription | None = None,
     width_tpl = template_tire_width_m
     if n.tire_size is not None:
         width_m, _, r0 = tire_size_m(n.tire_size)
-        notes["wheel_radius"] = f"{r0:.4f} m from --tire-size: rim diameter / 2 + width x aspect ratio"
+        notes["wheel_radius"] = "from --tire-size: rim diameter / 2 + width x aspect ratio"
     else:
         width_m, r0 = None, n.wheel_radius
         notes["wheel_radius"] = "given"
@@ -766,3 +770,22 @@ def write_vehicle(numbers: CarNumbers, out: str | Path, *, force: bool = False) 
     finally:
         tmp.unlink(missing_ok=True)
     return car
+
+
+def new_command(numbers: CarNumbers, out: str | Path, *, force: bool = False, stdout=None, stderr=None) -> int:
+    """Body of ``state-observer vehicle new``: 0 when written (the inputs, derived ones included, and the
+    resulting figures printed), 2 on input it refuses and 1 when the file cannot be written (one line)."""
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    try:
+        car = write_vehicle(numbers, out, force=force)
+    except CarNumbersError as exc:
+        print(f"state-observer vehicle new: {exc}", file=stderr)
+        return 2
+    except OSError as exc:
+        print(f"state-observer vehicle new: {out}: cannot write: {exc.strerror or exc}", file=stderr)
+        return 1
+    inputs = car.header.index("Inputs")
+    shown = car.header[inputs:car.header.index("", inputs)] + [""] + car.header[car.header.index("Result (computed from this file)"):]
+    print("\n".join(shown), file=stdout)
+    print(f"vehicle new: wrote {out} (the header comment lists every derivation)", file=stdout)
+    return 0
