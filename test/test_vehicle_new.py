@@ -17,7 +17,7 @@ import pytest
 
 from state_observer.sim.manoeuvres import make_manoeuvre
 from state_observer.sim.run import run
-from state_observer.vehicle.description import load_vehicle
+from state_observer.vehicle.description import load_vehicle, load_vehicle_dict
 from state_observer.vehicle.detailed import DetailedVehicle
 from state_observer.vehicle.from_numbers import (CarNumbers, CarNumbersError, characteristics, generate,
                                                  new_command, write_vehicle)
@@ -156,7 +156,7 @@ def test_rear_suspension_type_and_targets_can_be_chosen():
     meets the given targets: ride frequencies, roll gradient, steering ratio."""
     car = generate(CarNumbers(**HATCHBACK, rear_suspension="double_wishbone", front_ride_frequency=1.3,
                               rear_ride_frequency=1.5, roll_gradient=5.0, steering_ratio=15.5))
-    desc = load_vehicle_from(car)
+    desc = load_vehicle_dict(car.data)
     assert [c.suspension_type for c in desc.corners] == ["double_wishbone"] * 4
     assert desc.corner("rl").upper_arm.ball_joint_m[0] < 0.1 and not desc.corner("rl").steered
     assert car.figures.ride_frequency_hz == pytest.approx((1.3, 1.5), rel=1e-3)
@@ -165,17 +165,11 @@ def test_rear_suspension_type_and_targets_can_be_chosen():
     assert car.figures.static_wheel_load_n[0] == pytest.approx(1050.0 * G * 1.52 / (2 * 2.45), rel=1e-4)
 
 
-def load_vehicle_from(car):
-    from state_observer.vehicle.description import load_vehicle_dict
-
-    return load_vehicle_dict(car.data)
-
-
 def test_given_cornering_stiffness_and_yaw_inertia_are_what_the_car_gets(tmp_path):
     n = CarNumbers(**{**HATCHBACK, "tire_size": None}, wheel_radius=0.29, cornering_stiffness=50000.0,
                    rear_cornering_stiffness=40000.0, yaw_inertia=1400.0)
     car = generate(n)
-    desc = load_vehicle_from(car)
+    desc = load_vehicle_dict(car.data)
     loads = car.figures.static_wheel_load_n
     assert desc.corner("fl").tire.cornering_stiffness_per_rad * loads[0] == pytest.approx(50000.0, rel=1e-4)
     assert desc.corner("rr").tire.cornering_stiffness_per_rad * loads[1] == pytest.approx(40000.0, rel=1e-4)
@@ -281,6 +275,6 @@ def test_command_line_refuses_a_non_number_in_one_line(tmp_path):
     assert not (tmp_path / "x.yaml").exists()
 
 
-def test_generator_errors_are_value_errors():
+def test_the_generator_refuses_with_the_option_name():
     with pytest.raises(CarNumbersError, match="^--mass: "):
         generate(CarNumbers(**dict(HATCHBACK, mass=0.0)))

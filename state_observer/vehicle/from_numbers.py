@@ -11,7 +11,7 @@ Symbols: m total mass (kg), L wheelbase, a / b horizontal distance of the total 
 axle / ahead of the rear axle (m), h CG height (m), t track (m), r0 unloaded tire radius (m),
 g = 9.81 m/s^2; a trailing 0 marks the template's value (m0, L0, ...).
 
-Errors are :class:`CarNumbersError` with one line ``--option: why``. Nothing here imports rclpy or sim/.
+Errors are :class:`CarNumbersError` with one line ``--option: why``. No rclpy, no sim/ imports here.
 """
 from __future__ import annotations
 
