@@ -96,6 +96,68 @@ def _linkage_study(args: argparse.Namespace) -> int:
     return 0
 
 
+def _vehicle_new(args: argparse.Namespace) -> int:
+    from state_observer.vehicle.from_numbers import CarNumbers, new_command
+
+    fields = {name: getattr(args, name) for name in CarNumbers.__dataclass_fields__}
+    return new_command(CarNumbers(**fields), args.out, force=args.force)
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """A subcommand parser whose refusals are one line (no usage block), naming the option."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def _number(text: str) -> float:
+    """A finite float; the range is checked by the command, which names the option."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
+def _add_vehicle_commands(commands) -> None:
+    vehicle = commands.add_parser("vehicle", help="vehicle description tools (vehicle new: a car from ten numbers)")
+    sub = vehicle.add_subparsers(dest="vehicle_command", metavar="COMMAND", required=True, parser_class=_OneLineParser)
+    new = sub.add_parser(
+        "new", help="write a complete vehicle YAML from mass, wheelbase, tracks, CG, tires, ...",
+        description="Scale the default car to your numbers and write a complete vehicle description (the file's header "
+                    "comment lists each input and how everything else was derived). Required: --mass, --wheelbase, "
+                    "--front-track, --rear-track, --cg-to-front-axle, --cg-height, --driven-axle and --tire-size (or "
+                    "--wheel-radius with --cornering-stiffness). The rest defaults to the default car's own figures.")
+    new.add_argument("--out", required=True, metavar="FILE", help="vehicle YAML to write")
+    new.add_argument("--force", action="store_true", help="replace an existing FILE")
+    new.add_argument("--name", metavar="NAME", help="vehicle name (default: the file name)")
+    numbers = (
+        ("mass", "KG", "total mass as driven, with the driver"),
+        ("wheelbase", "M", "front to rear axle"),
+        ("front-track", "M", "between the front wheel centres"),
+        ("rear-track", "M", "between the rear wheel centres"),
+        ("cg-to-front-axle", "M", "horizontal distance from the front axle back to the centre of gravity"),
+        ("cg-height", "M", "centre of gravity above the ground"),
+        ("wheel-radius", "M", "unloaded tire radius (instead of --tire-size)"),
+        ("cornering-stiffness", "N_PER_RAD", "per tire at its static load (default: from the tire width)"),
+        ("rear-cornering-stiffness", "N_PER_RAD", "rear tires, if not the --cornering-stiffness"),
+        ("yaw-inertia", "KG_M2", "whole car about its CG (default: the default car's Izz / (m a b))"),
+        ("steering-ratio", "RATIO", "steering-wheel angle per road-wheel angle (default: the default car's)"),
+        ("front-ride-frequency", "HZ", "default: the default car's"),
+        ("rear-ride-frequency", "HZ", "default: the default car's"),
+        ("roll-gradient", "DEG_PER_G", "body roll per lateral acceleration (default: the default car's)"),
+    )
+    for name, metavar, help_text in numbers:
+        new.add_argument(f"--{name}", type=_number, metavar=metavar, help=help_text)
+    new.add_argument("--tire-size", metavar="W/ARrD", help="ETRTO tire size, e.g. 215/55R16")
+    new.add_argument("--driven-axle", metavar="AXLE", help="front, rear or all")
+    new.add_argument("--front-suspension", metavar="TYPE", help="double_wishbone (the detailed model steers no strut yet)")
+    new.add_argument("--rear-suspension", metavar="TYPE", help="double_wishbone or macpherson (default: macpherson)")
+    new.set_defaults(func=_vehicle_new)
+
+
 def _checked(kind, accept, requirement: str):
     """An argparse type: parse with ``kind``, then refuse values ``accept`` rejects."""
 
@@ -199,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=_seed, default=0, metavar="N", help="sensor-noise seed (default: 0)")
     evaluate.add_argument("--json", metavar="PATH", help="write {scenario: {configuration: metrics}} to PATH")
     evaluate.set_defaults(func=_evaluate)
+
+    _add_vehicle_commands(commands)
 
     study = commands.add_parser(
         "linkage-study", help="errorEKF, DEKF and UKF on the four-bar and five-bar (Sanjurjo 2016 ch. 4)",

@@ -216,10 +216,15 @@ class VehicleDescription:
 
     @property
     def com_m(self) -> np.ndarray:
-        """Centre of mass of the whole vehicle at design, (3,).
+        """Centre of mass of the whole vehicle at design, (3,), of the :meth:`lumped_masses`."""
+        m, points = self.lumped_masses()
+        return (m[:, None] * points).sum(axis=0) / m.sum()
+
+    def lumped_masses(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every body as a point mass at design: masses (n,) kg and positions (n, 3) m, chassis first.
 
         Corner parts are lumped: wheel and knuckle at the wheel centre, an arm at the mean of
-        its three points, links and struts at their midpoints.
+        its three points, links and struts at their midpoints; the rack at its centre.
         """
         masses = [self.chassis.mass_kg, self.steering.rack_mass_kg]
         points = [self.chassis.com_m, self.steering.rack_centre_m]
@@ -235,8 +240,7 @@ class VehicleDescription:
             if c.strut is not None:
                 masses.append(c.strut.mass_kg)
                 points.append((c.strut.top_mount_m + c.strut.knuckle_m) / 2.0)
-        m = np.array(masses)
-        return (m[:, None] * np.array(points)).sum(axis=0) / m.sum()
+        return np.array(masses), np.array(points)
 
     @property
     def wheelbase_m(self) -> float:

@@ -322,11 +322,13 @@ class DetailedVehicle:
             out.append(math.atan2(-axle[0], axle[1]))
         return np.array(out)
 
-    def steering_ratio(self) -> float:
-        """Steering-wheel angle per mean steered road-wheel angle at the static position (rad/rad)."""
+    def steering_ratio(self, q: np.ndarray | None = None) -> float:
+        """Steering-wheel angle per mean steered road-wheel angle (rad/rad) at ``q``, by default the static
+        position (``q_design`` gives it without solving the statics)."""
         if not self.has_rack:
             return float("inf")
-        q = self.q_static if hasattr(self, "q_static") else self.solve_statics()
+        if q is None:
+            q = self.q_static if hasattr(self, "q_static") else self.solve_statics()
         k = self.desc.steering.rack_travel_per_steering_wheel_rad_m
         steered = [i for i, c in enumerate(self.desc.corners) if c.steered]
         angles = []
