@@ -287,6 +287,14 @@ def process_command(bag: str, out: str, params: str | None = None, vehicle: str 
     except (IoError, ValueError, FileNotFoundError, AcceleratorUnavailable, BuildError) as exc:
         print(f"state-observer process: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # the output: read-only, full, too long a name, a file in the way
+        partial = Path(out).resolve().with_name(Path(out).resolve().name + ".partial")
+        try:
+            kept = f"; what was written is in {partial}" if partial.exists() else ""
+        except OSError:
+            kept = ""
+        print(f"state-observer process: cannot write {exc.filename or out}: {exc.strerror or exc}{kept}", file=sys.stderr)
+        return 1
     for section in ("timing", "accuracy against truth"):
         for key, value in summary.get(section, {}).items():
             print(f"{section}: {key} = {value:.4g}" if isinstance(value, float) else f"{section}: {key} = {value}")

@@ -205,3 +205,28 @@ def test_a_forced_run_that_fails_leaves_the_earlier_run_whole(processed_run):
     assert bag_info(partial / "bag").topics["/state_observer/odometry"][1] > 0  # what the failed run wrote is kept
     process_bag(bag, run, overwrite=True, report=False)  # a completed forced run replaces it
     assert not partial.exists() and (run / "summary.json").is_file() and not run.with_name(run.name + ".old").exists()
+
+
+def test_output_errors_are_one_line(processed_run, tmp_path):
+    import subprocess
+    import sys
+
+    bag, _ = processed_run
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    for out in (blocker / "run", tmp_path / ("x" * 300) / "run"):  # a path through a file; a name too long
+        result = subprocess.run([sys.executable, "-m", "state_observer.cli", "process", str(bag), "--out", str(out)],
+                                capture_output=True, text=True)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("state-observer process:")]
+        assert result.returncode == 1 and "Traceback" not in result.stderr and len(errors) == 1, result.stderr
+
+
+def test_bag_info_of_a_bag_without_messages(tmp_path):
+    from state_observer.io.bag import BagWriter, bag_info
+    from state_observer.io.convert import typestore
+
+    with BagWriter(tmp_path / "empty") as writer:
+        writer._connection("/imu/data", "sensor_msgs/msg/Imu")  # a topic, no message
+    info = bag_info(tmp_path / "empty")
+    assert info.duration_s == 0.0 and info.topics["/imu/data"][1] == 0
+    assert typestore() is not None

@@ -435,8 +435,8 @@ def bag_info(path: str | Path) -> BagInfo:
         for c in reader.connections:
             msgtype, count = topics.get(c.topic, (c.msgtype, 0))
             topics[c.topic] = (msgtype, count + c.msgcount)
-        if not topics:
-            return BagInfo({}, 0, 0)
+        if not topics or not any(count for _, count in topics.values()):  # rosbags' times of an empty bag are sentinels
+            return BagInfo(topics, 0, 0)
         return BagInfo(topics, int(reader.start_time), int(reader.end_time) - 1)  # rosbags' end is last + 1 ns
 
 
