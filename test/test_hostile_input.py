@@ -230,3 +230,18 @@ def test_bag_info_of_a_bag_without_messages(tmp_path):
     info = bag_info(tmp_path / "empty")
     assert info.duration_s == 0.0 and info.topics["/imu/data"][1] == 0
     assert typestore() is not None
+
+
+def test_a_reset_clears_the_divergence_status(scenario):
+    from state_observer.io.pipeline import health
+
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="errorekf_fe_reduced")
+    i = _started(obs, samples)
+    obs.filter.diverged = True
+    obs.filter.stats["gyroscope"].nis_mean_recent = 1e6
+    assert health(obs)[0][1] == "ERROR"
+    obs.reset("test")
+    for s in samples[i:]:
+        obs.feed(s)
+    assert obs.started and health(obs)[0][1] == "OK"

@@ -246,6 +246,15 @@ class SensorBookkeeping:
         self.n_resets = 0  # GNSS re-acquisitions
         self.n_relocks = 0  # sensors trusted again after persistent rejections
 
+    def _restart_bookkeeping(self) -> None:
+        """A (re)start forgets the divergence flag, a pending re-acquisition and the recent innovations (the
+        counts stay): a reset observer is judged on what it does after the reset."""
+        self.diverged = False
+        self._rejected_since = None
+        for st in self.stats.values():
+            st.consecutive_rejections = 0
+            st.nis_mean_recent = float("nan")
+
     @property
     def t(self) -> float:
         return self.vehicle.solver.t
@@ -337,6 +346,7 @@ class VehicleErrorEKF(SensorBookkeeping):
     # ----- life cycle ---------------------------------------------------------------------------------
     def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:
         self.vehicle.start(speed_m_s=speed_m_s, yaw_rad=yaw_rad, position_m=position_m, t=t)
+        self._restart_bookkeeping()
         s = self.settings
         sig = np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma, s.initial_acceleration_sigma])
         self.P[:] = np.diag(np.square(sig[: self.levels * N]))

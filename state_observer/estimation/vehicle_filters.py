@@ -128,6 +128,7 @@ class _StateFilter(SensorBookkeeping):
     # ----- life cycle ---------------------------------------------------------------------------------
     def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:
         self.vehicle.start(speed_m_s=speed_m_s, yaw_rad=yaw_rad, position_m=position_m, t=t)
+        self._restart_bookkeeping()
         s = self.settings
         solver = self.vehicle.solver
         self.x[:] = np.concatenate([solver.q, solver.qd])
