@@ -270,6 +270,9 @@ def test_reset_service_restarts_the_observer(ros, circle_bag):
     ("topics.imu", 3, "parameter topics.imu: must be a string"),
     ("vehicle_file", "/nonexistent/vehicle.yaml", "vehicle_file"),
     ("solver_backend", "pynq", "parameter solver_backend"),
+    ("dt", 0.002, "unknown parameter 'dt'; did you mean 'dt_s'?"),  # misspelt names are refused, not ignored
+    ("rates.odometry_Hz", 10.0, "did you mean 'rates.odometry_hz'?"),
+    ("timming.max_delay_s", 0.2, "did you mean 'timing.max_delay_s'?"),
 ])
 def test_invalid_parameter_stops_the_node_with_one_line(ros_environment, name, value, expected, capsys):
     from state_observer.ros.observer_node import main
@@ -278,6 +281,16 @@ def test_invalid_parameter_stops_the_node_with_one_line(ros_environment, name, v
     code = main(["observer_node", "--ros-args", "-p", f"{name}:={text}"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1 and err[0].startswith("observer_node: error: ") and expected in err[0], err
+
+
+def test_params_file_for_another_node_is_refused(ros_environment, tmp_path, capsys):
+    from state_observer.ros.observer_node import main
+
+    params = tmp_path / "params.yaml"
+    params.write_text("state_observer_node:\n  ros__parameters:\n    dt_s: 0.004\n")
+    code = main(["observer_node", "--ros-args", "--params-file", str(params)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and str(params) in err[0] and "no section for observer_node" in err[0], err
 
 
 def test_imu_in_a_rotated_frame_declared_by_its_mounting(ros, tmp_path):

@@ -88,7 +88,15 @@ def check(name: str, value: Any) -> Any:
     """``value`` converted to the parameter's type, or ValueError naming the parameter."""
     p = BY_NAME.get(name)
     if p is None:
-        raise ValueError(f"unknown parameter {name!r}")
+        import difflib
+
+        close = difflib.get_close_matches(name, BY_NAME, n=1, cutoff=0.6) or difflib.get_close_matches(
+            name.split(".")[-1], [n.split(".")[-1] for n in BY_NAME], n=1, cutoff=0.6)
+        hint = ""
+        if close:
+            full = close[0] if close[0] in BY_NAME else next(n for n in BY_NAME if n.split(".")[-1] == close[0])
+            hint = f"; did you mean {full!r}?"
+        raise ValueError(f"unknown parameter {name!r}{hint} (all: `ros2 param list /{NODE_NAME}`, config/observer.yaml)")
     kind = type(p.default)
     if kind is bool:
         if not isinstance(value, bool):
@@ -144,6 +152,20 @@ def load_file(path: str | Path, node: str = NODE_NAME) -> dict:
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
     return values
+
+
+def params_file_sections(path: str | Path) -> list[str]:
+    """The node keys of a ROS 2 parameters file (``ValueError`` naming the file when it is unreadable)."""
+    try:
+        tree = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: cannot read parameters: {exc}") from None
+    return [str(k) for k, v in tree.items() if isinstance(v, dict) and "ros__parameters" in v] if isinstance(tree, dict) else []
+
+
+def applies_to(section: str, node: str = NODE_NAME) -> bool:
+    """Whether a parameters-file key (``observer_node``, ``/ns/observer_node``, ``/**``, ``/**/observer_node``) names ``node``."""
+    return section.split("/")[-1] in (node, "**", "*")
 
 
 def defaults() -> dict:

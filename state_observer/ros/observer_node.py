@@ -23,7 +23,7 @@ from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
 from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, SENSOR_MSGTYPES, IoError, make_typestore, msg_to_sample
-from state_observer.io.params import NODE_NAME, PARAMETERS, check, config_from
+from state_observer.io.params import NODE_NAME, PARAMETERS, applies_to, check, config_from, params_file_sections
 from state_observer.io.pipeline import ObserverPipeline, load_observer
 from state_observer.ros.common import ParameterError, message_class, run
 
@@ -112,6 +112,14 @@ class ObserverNode(Node):
                 raise ParameterError(str(exc)) from None
             except Exception as exc:  # noqa: BLE001 - rclpy's parameter exceptions
                 raise ParameterError(f"parameter {p.name}: {exc}") from None
+        # a misspelt name (params file or -p) would otherwise be ignored in silence: refuse it, naming the closest
+        builtin = ("use_sim_time", "start_type_description_service")
+        for name in sorted(self._parameter_overrides):
+            if name not in values and name not in builtin and not name.startswith("qos_overrides."):
+                try:
+                    check(name, self._parameter_overrides[name].value)
+                except ValueError as exc:
+                    raise ParameterError(str(exc)) from None
         return values
 
     # ----- input ------------------------------------------------------------------------------------------
@@ -180,7 +188,27 @@ class ObserverNode(Node):
         self._output_publishers["diagnostics"].publish(out.cdr(self.store))
 
 
+def params_files_for_other_nodes(args: Sequence[str]) -> str | None:
+    """One line naming a ``--params-file`` of ``args`` with no section for this node (ROS would ignore it in silence)."""
+    for flag, path in zip(args, args[1:]):
+        if flag == "--params-file":
+            try:
+                sections = params_file_sections(path)
+            except ValueError as exc:
+                return str(exc)
+            if not any(applies_to(section) for section in sections):
+                return (f"{path}: no section for {NODE_NAME} (it has {', '.join(sections) or 'none'}); "
+                        f"key the parameters as '{NODE_NAME}: ros__parameters:' or '/**: ros__parameters:'")
+    return None
+
+
 def main(args: Sequence[str] | None = None) -> int:
+    import sys
+
+    problem = params_files_for_other_nodes(list(args) if args is not None else sys.argv)
+    if problem:
+        print(f"{NODE_NAME}: error: {problem}", file=sys.stderr)
+        return 1
     return run(ObserverNode, NODE_NAME, args)
 
 
