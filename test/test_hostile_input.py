@@ -245,3 +245,16 @@ def test_a_reset_clears_the_divergence_status(scenario):
     for s in samples[i:]:
         obs.feed(s)
     assert obs.started and health(obs)[0][1] == "OK"
+
+
+def test_counters_stay_bounded_whatever_the_frame_ids(scenario):
+    from state_observer.sensors.samples import ImuSample
+
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="errorekf_fe_reduced")
+    imu = _kind(samples, ImuSample)[0]
+    for k in range(2000):
+        obs.feed(imu._replace(stamp_ns=imu.stamp_ns + k * 1000, frame_id=f"imu_{k}" + "x" * 500))
+    c = obs.counters["imu"]
+    assert len(c) <= 41 and c["received"] == 2000 and max(len(key) for key in c) < 200
+    assert sum(n for key, n in c.items() if key.startswith("dropped")) == 2000

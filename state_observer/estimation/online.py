@@ -124,6 +124,20 @@ class ObserverEstimate(NamedTuple):
     nis: dict  # sensor -> latest normalised innovation squared
 
 
+class StreamCounter(Counter):
+    """A stream's outcome counts, bounded: reasons that quote the message (a frame_id, a joint name) could
+    otherwise grow one key per distinct value; past ``MAX_KEYS`` keys new reasons are counted under one."""
+
+    MAX_KEYS = 40
+    OVERFLOW = "dropped: other reasons (too many distinct ones to list)"
+
+    def __setitem__(self, key, value) -> None:
+        if key not in self and len(self) >= self.MAX_KEYS:
+            key = self.OVERFLOW
+            value = self.get(key, 0) + 1
+        super().__setitem__(key, value)
+
+
 class InputLimits(NamedTuple):
     """What a sample may say before it is taken as broken (beyond it the model step would fail or lie): the
     vehicle file's steering and torque limits with a margin, a top speed, and common IMU full scales."""
@@ -219,7 +233,7 @@ class OnlineObserver:
         self._initial = (self.vehicle.total_mass_kg, float(np.mean(self.vehicle.mu)))
         self._tire_k_z = np.array([c.tire.vertical_stiffness_n_per_m for c in desc.corners])  # N/m, fl fr rl rr
         self._limits = InputLimits.of(desc)
-        self.counters: dict[str, Counter] = {k: Counter() for k in STREAMS}
+        self.counters: dict[str, Counter] = {k: StreamCounter() for k in STREAMS}
         self.events: list[str] = []  # resets and other notable events, newest last (the caller may clear it)
         self.n_resets = 0
         self.record_gnss = False  # when True, gnss_log collects (stamp_ns, east m, north m, accepted) of applied fixes
@@ -347,7 +361,7 @@ class OnlineObserver:
             gyro = np.asarray(sample.angular_velocity_rad_s, float)
             accel = np.asarray(sample.linear_acceleration_m_s2, float)
             if sample.frame_id and sample.frame_id != self.mounts.imu_frame_id:
-                count[f"dropped: frame {sample.frame_id!r} is not the vehicle's IMU frame {self.mounts.imu_frame_id!r}"] += 1
+                count[f"dropped: frame {sample.frame_id[:64]!r} is not the vehicle's IMU frame {self.mounts.imu_frame_id!r}"] += 1
                 return None
             lim = self._limits
             if np.all(np.isfinite(gyro)) and np.any(np.abs(gyro) > lim.gyro_rad_s):
