@@ -224,7 +224,7 @@ def _process_into(bag: Path, out_dir: Path, info, wanted: dict, config: Observer
                 rows.append(_estimate_row(observer.estimate(), first_ns))
             if next_diag_ns is None or t_ns >= next_diag_ns:
                 next_diag_ns = t_ns + _NS
-                out = pipeline.diagnostics(t_ns)
+                out = pipeline.diagnostics(t_ns, now_ns=log_ns)  # silence is judged on receive (log) times
                 writer.write(OUTPUT_TOPICS["diagnostics"], out.msgtype, out.msg, log_ns)
             if progress is not None and n_in % 2000 == 0:
                 progress((log_ns - first_ns) * 1e-9, duration_s)

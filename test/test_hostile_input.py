@@ -258,3 +258,17 @@ def test_counters_stay_bounded_whatever_the_frame_ids(scenario):
     c = obs.counters["imu"]
     assert len(c) <= 41 and c["received"] == 2000 and max(len(key) for key in c) < 200
     assert sum(n for key, n in c.items() if key.startswith("dropped")) == 2000
+
+
+def test_silent_streams_are_reported(scenario):
+    from state_observer.io.pipeline import health
+
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="errorekf_fe_reduced")
+    _started(obs, samples)
+    last = max(obs.last_received_ns.values())
+    statuses = {name: (level, message) for name, level, message, _ in health(obs, last)}
+    assert statuses["state_observer: observer"][0] == "OK" and "silent" not in statuses["state_observer: imu"][1]
+    statuses = {name: (level, message) for name, level, message, _ in health(obs, last + 60 * 1_000_000_000)}  # 60 s later
+    assert statuses["state_observer: observer"][0] == "WARN" and "every sensor silent" in statuses["state_observer: observer"][1]
+    assert statuses["state_observer: imu"][0] == "WARN" and "silent for 60" in statuses["state_observer: imu"][1]

@@ -234,6 +234,7 @@ class OnlineObserver:
         self._tire_k_z = np.array([c.tire.vertical_stiffness_n_per_m for c in desc.corners])  # N/m, fl fr rl rr
         self._limits = InputLimits.of(desc)
         self.counters: dict[str, Counter] = {k: StreamCounter() for k in STREAMS}
+        self.last_received_ns: dict[str, int] = {}  # receive time of each stream's latest sample (the caller's clock)
         self.events: list[str] = []  # resets and other notable events, newest last (the caller may clear it)
         self.n_resets = 0
         self.record_gnss = False  # when True, gnss_log collects (stamp_ns, east m, north m, accepted) of applied fixes
@@ -307,6 +308,7 @@ class OnlineObserver:
             raise TypeError(f"not a sensor sample: {type(sample).__name__}")
         count = self.counters[kind]
         count["received"] += 1
+        self.last_received_ns[kind] = int(sample.receive_ns)
         stamp = int(sample.stamp_ns)
         if stamp <= 0:
             count["dropped: no stamp"] += 1

@@ -123,14 +123,18 @@ class ObserverPipeline:
             if "markers" in due:
                 yield Output("markers", OUTPUT_MSGTYPES["markers"], markers_msg(e.state, stamp_ns, self.store, self.frames, self.wheel_radius_m), stamp_ns)
 
-    def diagnostics(self, stamp_ns: int, extra: list | None = None) -> Output:
+    def diagnostics(self, stamp_ns: int, extra: list | None = None, now_ns: int | None = None) -> Output:
         """diagnostic_msgs/DiagnosticArray of the observer's health (see :func:`health`) plus ``extra`` statuses."""
-        return Output("diagnostics", OUTPUT_MSGTYPES["diagnostics"], diagnostics_msg(health(self.observer) + list(extra or ()), stamp_ns, self.store), stamp_ns)
+        return Output("diagnostics", OUTPUT_MSGTYPES["diagnostics"], diagnostics_msg(health(self.observer, stamp_ns if now_ns is None else now_ns) + list(extra or ()), stamp_ns, self.store), stamp_ns)
 
 
-def health(observer: OnlineObserver) -> list[tuple[str, str, str, dict]]:
+SILENT_AFTER_S = 2.0  # a stream that had messages and then none for this long is reported (GNSS: 20 periods at 10 Hz)
+
+
+def health(observer: OnlineObserver, now_ns: int | None = None) -> list[tuple[str, str, str, dict]]:
     """Diagnostic statuses (name, level, message, values): one for the observer, one per sensor stream with
-    its counters (everything dropped or rejected is named there)."""
+    its counters (everything dropped or rejected is named there).  ``now_ns``, on the clock of the samples'
+    receive times: a stream silent for ``SILENT_AFTER_S`` is WARN (every stream silent: the observer too)."""
     f = observer.filter
     values = {"started": observer.started, "resets": observer.n_resets, "model time s": f"{(observer.t_ns or 0) * 1e-9:.3f}"}
     if observer.started:
@@ -144,6 +148,10 @@ def health(observer: OnlineObserver) -> list[tuple[str, str, str, dict]]:
         level, message = "ERROR", "diverged: innovations far beyond their covariance"
     else:
         level, message = "OK", "running"
+    silent = {kind: (now_ns - last) * 1e-9 for kind, last in observer.last_received_ns.items()
+              if now_ns is not None and now_ns - last > SILENT_AFTER_S * 1e9}
+    if silent and len(silent) == len(observer.last_received_ns) and level == "OK":
+        level, message = "WARN", f"every sensor silent for {min(silent.values()):.1f} s: the estimate is not updated"
     statuses = [("state_observer: observer", level, message, values)]
     for kind in STREAMS:
         counts = observer.counters[kind]
@@ -151,6 +159,8 @@ def health(observer: OnlineObserver) -> list[tuple[str, str, str, dict]]:
         lost = sum(n for key, n in counts.items() if key.startswith("dropped") or key.startswith("rejected"))
         if received == 0:
             level, message = "STALE", "no messages"
+        elif kind in silent:
+            level, message = "WARN", f"silent for {silent[kind]:.1f} s ({received} messages before)"
         elif lost > 0.2 * received:
             level, message = "WARN", f"{lost} of {received} messages dropped or rejected"
         else:
