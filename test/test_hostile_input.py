@@ -272,3 +272,14 @@ def test_silent_streams_are_reported(scenario):
     statuses = {name: (level, message) for name, level, message, _ in health(obs, last + 60 * 1_000_000_000)}  # 60 s later
     assert statuses["state_observer: observer"][0] == "WARN" and "every sensor silent" in statuses["state_observer: observer"][1]
     assert statuses["state_observer: imu"][0] == "WARN" and "silent for 60" in statuses["state_observer: imu"][1]
+
+
+@pytest.mark.parametrize("dt_s", [0.002, 0.008])
+def test_the_model_steps_at_the_configured_dt(scenario, dt_s):
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="errorekf_fe_reduced", dt_s=dt_s)
+    steps = [t for s in samples for t in obs.feed(s)]
+    assert obs.dt_ns == round(dt_s * 1e9) and np.all(np.diff(steps) == obs.dt_ns)
+    e = obs.estimate()
+    truth = min(truths, key=lambda x: abs(x.t_s - e.stamp_ns * 1e-9))
+    assert np.hypot(*(e.state.position_enu_m[:2] - truth.position_enu_m[:2])) < 1.5

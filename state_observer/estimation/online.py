@@ -191,7 +191,7 @@ class ModelInputs:
 
 
 def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initial_friction: float = 1.0, linear_solver=None,
-                parameters_after_s: float = 20.0):
+                parameters_after_s: float = 20.0, dt_s: float = 0.004):
     """The filter of configuration ``observer`` (see OBSERVERS) on its own model of vehicle ``desc``;
     ``linear_solver``: the model's Newton solve backend (:func:`state_observer.accel.make_backend`; None: LAPACK);
     ``parameters_after_s``: when SPI starts (a start from noisy GNSS fixes settles in 10-20 s; on the demo
@@ -202,10 +202,10 @@ def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initi
         if initial_mass_kg:
             extra = initial_mass_kg - DetailedVehicle(desc).total_mass_kg
             desc = dataclasses.replace(desc, chassis=dataclasses.replace(desc.chassis, mass_kg=desc.chassis.mass_kg + extra))
-        return DetailedErrorEKF(DetailedVehicle(desc, mu=initial_friction, linear_solver=linear_solver), mounts, detailed_settings())
+        return DetailedErrorEKF(DetailedVehicle(desc, mu=initial_friction, linear_solver=linear_solver, dt_s=dt_s), mounts, detailed_settings())
     from ..vehicle.reduced import ReducedVehicle
 
-    vehicle = ReducedVehicle(desc, mu=initial_friction, linear_solver=linear_solver)
+    vehicle = ReducedVehicle(desc, mu=initial_friction, linear_solver=linear_solver, dt_s=dt_s)
     if initial_mass_kg:
         vehicle.set_total_mass(initial_mass_kg)
     if observer == "spi_reduced":
@@ -227,7 +227,7 @@ class OnlineObserver:
     def __init__(self, desc, mounts, settings: OnlineSettings | None = None, *, filt=None, linear_solver=None):
         self.settings = s = settings or OnlineSettings()
         self.mounts = mounts
-        self.filter = filt if filt is not None else make_filter(desc, mounts, s.observer, s.initial_mass_kg, s.initial_friction, linear_solver, s.parameters_after_s)
+        self.filter = filt if filt is not None else make_filter(desc, mounts, s.observer, s.initial_mass_kg, s.initial_friction, linear_solver, s.parameters_after_s, s.dt_s)
         self.vehicle = self.filter.vehicle
         self.dt_ns = round(self.vehicle.dt_s * _NS)
         self._initial = (self.vehicle.total_mass_kg, float(np.mean(self.vehicle.mu)))
