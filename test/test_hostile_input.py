@@ -283,3 +283,19 @@ def test_the_model_steps_at_the_configured_dt(scenario, dt_s):
     e = obs.estimate()
     truth = min(truths, key=lambda x: abs(x.t_s - e.stamp_ns * 1e-9))
     assert np.hypot(*(e.state.position_enu_m[:2] - truth.position_enu_m[:2])) < 1.5
+
+
+def test_pose_mode_restarts_where_the_car_was_after_a_failed_step(scenario):
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="errorekf_fe_reduced", start_mode="pose", start_pose=(0.0, -52.0, 0.0, 15.0))
+    i = _started(obs, samples)
+    before = obs._last_good_pose()
+    predict = obs.filter.predict
+    obs.filter.predict = lambda: False
+    obs.feed(samples[i]._replace(stamp_ns=obs.t_ns + 2 * obs.dt_ns))
+    assert not obs.started and "model step failed" in obs.events[-1]
+    obs.filter.predict = predict
+    obs.feed(samples[i + 1])
+    after = obs._last_good_pose()
+    assert obs.started and np.hypot(after[0] - before[0], after[1] - before[1]) < 1.0 and abs(after[3] - before[3]) < 0.5
+    assert np.hypot(after[0] - 0.0, after[1] + 52.0) > 5.0  # not the configured start pose

@@ -237,6 +237,7 @@ class OnlineObserver:
         self.last_received_ns: dict[str, int] = {}  # receive time of each stream's latest sample (the caller's clock)
         self.events: list[str] = []  # resets and other notable events, newest last (the caller may clear it)
         self.n_resets = 0
+        self._resume_pose: tuple | None = None  # start_mode pose: where to start again after a failed step
         self.record_gnss = False  # when True, gnss_log collects (stamp_ns, east m, north m, accepted) of applied fixes
         self.gnss_log: list = []
         self._clear()
@@ -264,6 +265,7 @@ class OnlineObserver:
         """Forget the model state, covariance, buffers and (unless configured) the datum; restart from the next
         good GNSS fixes or the configured pose."""
         self._clear()
+        self._resume_pose = None
         self.n_resets += 1
         self.events.append(f"reset: {reason}")
 
@@ -451,7 +453,9 @@ class OnlineObserver:
             if kind in ("gnss_fix", "gnss_velocity") and self.datum is None:
                 self.counters[kind]["dropped: before start"] += 1
                 return
-            x, y, yaw, speed = s.start_pose
+            # after a failed step, on from where the car was, not from the configured start
+            x, y, yaw, speed = self._resume_pose or s.start_pose
+            self._resume_pose = None
             self._start(sample.stamp_ns, (x, y), yaw, speed)
             if kind != "steering":
                 self._late.append(self._pending(sample))
@@ -485,6 +489,18 @@ class OnlineObserver:
             speed = math.hypot(*d) / ((t_fix - t_first) * 1e-9)
             self._start(t_fix, p[:2], math.atan2(d[1], d[0]), speed, antenna=True)
 
+    def _last_good_pose(self) -> tuple | None:
+        """(x m, y m, yaw rad, forward speed m/s) of the current estimate, if it is finite (a failed step leaves
+        the model at its last good state)."""
+        try:
+            o = self._odometry()
+        except Exception:  # noqa: BLE001 - a broken state has no pose to resume from
+            return None
+        w, x, y, z = (float(v) for v in o.orientation_wxyz)
+        pose = (float(o.position_m[0]), float(o.position_m[1]), math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)),
+                float(o.velocity_body_m_s[0]))
+        return pose if all(math.isfinite(v) for v in pose) else None
+
     def _start(self, stamp_ns: int, xy, yaw: float, speed: float, antenna: bool = False) -> None:
         """Start the filter at ``stamp_ns``; ``antenna``: ``xy`` is the GNSS antenna (moved to base_link)."""
         if antenna:
@@ -516,7 +532,9 @@ class OnlineObserver:
         end = self.t_ns + self.dt_ns
         self._inputs.apply(self.vehicle)
         if not self.filter.predict():
+            resume = self._last_good_pose()
             self.reset(f"model step failed at {end * 1e-9:.3f} s")
+            self._resume_pose = resume
             return False
         # the model time is the solver's (float seconds); stamps stay integer
         batch = self._late
