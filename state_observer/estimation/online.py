@@ -394,7 +394,7 @@ class OnlineObserver:
                 if s.use_message_covariance:
                     count["covariance replaced by the configured sigma"] += 1
                 cov = np.diag([s.gnss_horizontal_sigma_m**2, s.gnss_horizontal_sigma_m**2, s.gnss_vertical_sigma_m**2])
-            return sample._replace(position_covariance_enu_m2=cov)
+            return sample._replace(position_covariance_enu_m2=_floored(cov, GNSS_POSITION_FLOOR_M, count, "position"))
         if kind == "gnss_velocity":
             v = np.asarray(sample.velocity_enu_m_s, float)
             if not np.all(np.isfinite(v)):
@@ -408,7 +408,7 @@ class OnlineObserver:
                 if s.use_message_covariance:
                     count["covariance replaced by the configured sigma"] += 1
                 cov = np.eye(3) * s.gnss_velocity_sigma_m_s**2
-            return sample._replace(covariance_m2_s2=cov)
+            return sample._replace(covariance_m2_s2=_floored(cov, GNSS_VELOCITY_FLOOR_M_S, count, "velocity"))
         if kind == "wheels":
             lim = self._limits
             rate, torque = np.asarray(sample.rate_rad_s, float), np.asarray(sample.torque_n_m, float)
@@ -672,6 +672,20 @@ class OnlineObserver:
                     - 2 * x * y * P[3, 4] + 2 * y * P[3, s] - 2 * x * P[4, s])  # J P J^T with J = [1, y, -x, e_i] on z, roll, pitch, s
         sigma[:, 2] = self._tire_k_z * np.sqrt(np.maximum(variance, 0.0))
         return sigma
+
+
+GNSS_POSITION_FLOOR_M = 0.01  # 1-sigma: no receiver (RTK included) knows its position better
+GNSS_VELOCITY_FLOOR_M_S = 0.005
+
+
+def _floored(cov: np.ndarray, sigma: float, count: Counter, what: str) -> np.ndarray:
+    """``cov`` with its eigenvalues raised to ``sigma``^2 (counted when any was below): a covariance of 1e-20
+    would make the filter take a fix as the truth."""
+    values, vectors = np.linalg.eigh(0.5 * (cov + cov.T))
+    if values.min() >= sigma**2:
+        return cov
+    count[f"{what} covariance below {sigma:g} (1-sigma) raised to it"] += 1
+    return (vectors * np.maximum(values, sigma**2)) @ vectors.T
 
 
 def _usable_covariance(cov: np.ndarray) -> bool:
