@@ -1,6 +1,10 @@
-"""Hostile input to the online observer and its pipeline (issue 13, items 1-4): far-future stamps, a failed
-model step inside a multi-step advance, the detailed model's observer, inputs beyond the vehicle's limits."""
+"""Hostile input to the online observer, its pipeline and ``process`` (issue 13): far-future stamps, a failed
+model step inside a multi-step advance, the detailed model's observer, inputs beyond the vehicle's limits, output
+over the input, output errors, divergence after a reset, unbounded counters, silent streams, the configured dt,
+restarts, GNSS covariances below a floor, a start while reversing.  Each test failed before its fix."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -316,3 +320,20 @@ def test_gnss_covariances_below_a_physical_floor_are_raised(scenario):
     # fixes 1.8 m noisy that claim 1 cm still mislead the filter (their NIS says so), but they cannot collapse P
     assert np.hypot(*(e.state.position_enu_m[:2] - truth.position_enu_m[:2])) < 10.0
     assert np.all(np.linalg.eigvalsh(e.pose_covariance[:2, :2]) > 1e-6)
+
+
+def test_a_start_while_reversing_faces_against_the_gnss_course(scenario):
+    from state_observer.sensors.samples import GnssFix, GnssVelocity, WheelSample
+
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="errorekf_fe_reduced")
+    d = config.gnss_fix.datum
+    t = 1_000_000_000
+    course = np.array([-3.0, 0.0, 0.0])  # moving west at 3 m/s, wheels turning backwards: the car faces east
+    obs.feed(WheelSample(t, t, np.zeros(4), np.full(4, -3.0 / 0.3), np.zeros(4)))
+    obs.feed(GnssFix(t + 1000, t + 1000, "gps", d.latitude_deg, d.longitude_deg, d.altitude_m, 0, np.eye(3)))
+    obs.feed(GnssVelocity(t + 2000, t + 2000, "gps", course, np.eye(3) * 0.01))
+    assert obs.started
+    yaw = obs.vehicle.solver.q[5]
+    assert abs(math.remainder(yaw, 2 * math.pi)) < 0.01 and obs.vehicle.solver.qd[0] < -2.9
+    assert "reversing" in " ".join(obs.events)

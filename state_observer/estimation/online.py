@@ -260,6 +260,7 @@ class OnlineObserver:
         self._first_fix: tuple | None = None  # (stamp_ns, enu) for the heading from motion
         self._last_fix: tuple | None = None
         self._last_velocity: tuple | None = None
+        self._last_wheel_rate: tuple | None = None  # (stamp_ns, mean wheel rate rad/s) before the start
 
     def reset(self, reason: str = "requested") -> None:
         """Forget the model state, covariance, buffers and (unless configured) the datum; restart from the next
@@ -470,6 +471,8 @@ class OnlineObserver:
         elif kind == "gnss_velocity":
             self._last_velocity = (sample.stamp_ns, np.asarray(sample.velocity_enu_m_s, float))
         else:
+            if kind == "wheels" and np.any(np.isfinite(sample.rate_rad_s)):
+                self._last_wheel_rate = (sample.stamp_ns, float(np.nanmean(sample.rate_rad_s)))
             if kind != "steering":
                 self.counters[kind]["dropped: before start"] += 1
             return
@@ -502,7 +505,13 @@ class OnlineObserver:
         return pose if all(math.isfinite(v) for v in pose) else None
 
     def _start(self, stamp_ns: int, xy, yaw: float, speed: float, antenna: bool = False) -> None:
-        """Start the filter at ``stamp_ns``; ``antenna``: ``xy`` is the GNSS antenna (moved to base_link)."""
+        """Start the filter at ``stamp_ns``; ``antenna``: ``xy`` is the GNSS antenna (moved to base_link).
+        ``yaw`` and ``speed`` from a course over ground are those of the motion: when the wheels turn backwards
+        (a recent wheel sample's mean rate below -1 rad/s) the car reverses, so it faces the other way."""
+        wheel = self._last_wheel_rate
+        if antenna and wheel is not None and abs(wheel[0] - stamp_ns) < 0.5 * _NS and wheel[1] < -1.0:
+            yaw, speed = math.remainder(yaw + math.pi, 2 * math.pi), -speed
+            self.events.append("reversing at the start (wheels turn backwards): heading opposite to the GNSS course")
         if antenna:
             c, s_ = math.cos(yaw), math.sin(yaw)
             a = self.mounts.gnss_position_m
