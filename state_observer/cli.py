@@ -42,7 +42,13 @@ def _process(args: argparse.Namespace) -> int:
     from state_observer.process import process_command
 
     return process_command(args.bag, args.out, params=args.params, vehicle=args.vehicle, observer=args.observer,
-                           force=args.force, report=not args.no_report)
+                           force=args.force, report=not args.no_report, allow_dropped=args.allow_dropped, check=args.check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from state_observer.io.check import check_command
+
+    return check_command(args.bag, params=args.params, vehicle=args.vehicle)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -227,7 +233,21 @@ def build_parser() -> argparse.ArgumentParser:
     process.add_argument("--observer", metavar="NAME", help="observer configuration (spi_reduced, errorekf_fe_reduced, errorekf_detailed)")
     process.add_argument("--force", action="store_true", help="write into a non-empty OUT")
     process.add_argument("--no-report", action="store_true", help="skip the CSV/HTML report (bag and summary.json only)")
+    process.add_argument("--allow-dropped", action="store_true",
+                         help="exit 0 even when a sensor stream was wholly dropped (a warning line instead of an error)")
+    process.add_argument("--check", action="store_true", help="run `state-observer check` on BAG first and stop if it fails")
     process.set_defaults(func=_process)
+
+    check = commands.add_parser(
+        "check", help="inspect a rosbag2's sensor streams before processing it (no filter run)",
+        description="Read the sensor topics of BAG through the observer's own conversion and per-message rules and print, "
+                    "per stream: type, count and rate, frame ids and joint names found against the expected ones, covariances, "
+                    "stamp order, header stamp to log time, GNSS fix status, non-finite fields, and what will be used and "
+                    "what dropped and why; then a verdict. Exit 1 when a stream the observer reads would be wholly dropped.")
+    check.add_argument("bag", metavar="BAG", help="rosbag2 directory (sqlite3 or mcap)")
+    check.add_argument("--params", metavar="FILE", help="node parameters file (default: config/observer.yaml)")
+    check.add_argument("--vehicle", metavar="FILE", help="vehicle YAML (overrides the parameter vehicle_file)")
+    check.set_defaults(func=_check)
 
     demo = commands.add_parser(
         "demo", help="simulate a drive, replay it through bag_player -> observer_node -> bag_recorder, report",

@@ -25,11 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .io.bag import BagWriter, IoError, bag_info, custom_data, read_messages, read_samples
-from .io.convert import OUTPUT_TOPICS
+from .estimation.online import StreamLoss, stream_losses
+from .io.bag import BagWriter, IoError, bag_info, custom_data, read_messages
+from .io.convert import OUTPUT_TOPICS, SENSOR_MSGTYPES
 from .io.record import DATUM_KEY
-from .io.params import ObserverConfig, config_from, load_file
-from .io.pipeline import ObserverPipeline
+from .io.params import ObserverConfig, load_config
+from .io.pipeline import ObserverPipeline, loss_line
 
 _NS = 1_000_000_000
 REPORT_PERIOD_NS = 20_000_000  # one report row every 20 ms of sensor time (when tire forces are published: with each)
@@ -39,18 +40,6 @@ SIGMA_COLUMNS = [f"f{c}_sigma_{w}_n" for c in "xyz" for w in WHEELS]
 ROW_COLUMNS = ["t_s", "x_m", "y_m", "z_m", "roll_rad", "pitch_rad", "yaw_rad", "speed_m_s", "yaw_rate_rad_s", "sideslip_rad",
                *FORCE_COLUMNS, "mass_kg", "friction"]
 ESTIMATE_COLUMNS = [*ROW_COLUMNS, "x_sigma_m", "y_sigma_m", "yaw_sigma_rad", *SIGMA_COLUMNS, "mass_sigma_kg", "friction_sigma"]
-
-
-def load_config(params_file: str | Path | None = None, **overrides) -> ObserverConfig:
-    """The node's configuration from a parameters file (default: the package's config/observer.yaml) with
-    ``overrides`` by parameter name (e.g. ``vehicle_file=...``)."""
-    from .io.params import check
-    from .paths import find_data_file
-
-    values = load_file(params_file) if params_file else load_file(find_data_file("config/observer.yaml"))
-    for name, value in overrides.items():
-        values[name] = check(name, value)
-    return config_from(values)
 
 
 def _angles(q_wxyz) -> tuple[float, float, float]:
@@ -149,6 +138,9 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     if not wanted:
         raise IoError(f"{bag}: none of the sensor topics {', '.join(config.topics.values())} "
                       f"(topics: {', '.join(sorted(info.topics)) or 'none'})")
+    for kind, topic in wanted.items():
+        if info.topics[topic][0] != SENSOR_MSGTYPES[kind]:
+            raise IoError(f"{bag}: topic {topic} has type {info.topics[topic][0]}, expected {SENSOR_MSGTYPES[kind]}")
     source, target = bag.resolve(), out_dir.resolve()
     if target == source or source in target.parents or target in source.parents:
         raise IoError(f"{out_dir}: the output folder must not be, hold or lie inside the input bag {bag}; choose another --out")
@@ -201,8 +193,12 @@ def _process_into(bag: Path, out_dir: Path, info, wanted: dict, config: Observer
     n_in = 0
     start = time.perf_counter()
     with BagWriter(out_dir / "bag", overwrite=True, custom_data={"source": str(bag), "tool": "state-observer process"}) as writer:
-        for _, log_ns, sample in read_samples(bag, wanted):
+        kinds = {topic: kind for kind, topic in wanted.items()}
+        for topic, log_ns, msg in read_messages(bag, kinds):
             n_in += 1
+            sample = pipeline.sample(kinds[topic], msg, log_ns)
+            if sample is None:
+                continue
             row_due = False
             for out in pipeline.feed(sample):
                 writer.write_raw(OUTPUT_TOPICS[out.kind], out.msgtype, out.cdr(pipeline.store), log_ns)
@@ -249,6 +245,7 @@ def _process_into(bag: Path, out_dir: Path, info, wanted: dict, config: Observer
                    "model set-up s": round(build_s, 3)},
         "sensors": {f"{kind} {key}": n for kind, c in observer.counters.items() for key, n in c.items()},
         "output": {f"topic {t}": n for t, n in counts.items()},
+        "dropped": {wanted[kind]: {**loss._asdict(), "share": round(loss.share, 4)} for kind, loss in stream_losses(observer.counters).items() if kind in wanted and loss.dropped and (kind == "steering" or kind in config.settings.sensors)},
     }
     if truth is not None and len(estimate["t_s"]):
         skip = min(skip_s, 0.33 * float(estimate["t_s"][-1]))
@@ -267,15 +264,38 @@ def _process_into(bag: Path, out_dir: Path, info, wanted: dict, config: Observer
     return summary
 
 
+def dropped_lines(summary: dict) -> tuple[list[str], list[str]]:
+    """(warnings, errors) of a run's summary: a line per stream more than half dropped, and per stream wholly dropped."""
+    warnings, errors = [], []
+    for topic, d in summary.get("dropped", {}).items():
+        loss = StreamLoss(d["kind"], d["received"], d["dropped"], d["reason"])
+        if loss.received and loss.dropped == loss.received:
+            errors.append(loss_line(topic, loss))
+        elif loss.share > 0.5:
+            warnings.append(loss_line(topic, loss))
+    return warnings, errors
+
+
 def process_command(bag: str, out: str, params: str | None = None, vehicle: str | None = None, observer: str | None = None,
-                    force: bool = False, report: bool = True) -> int:
-    """CLI body: one line on bad input, a summary table otherwise."""
+                    force: bool = False, report: bool = True, allow_dropped: bool = False, check: bool = False) -> int:
+    """CLI body: one line on bad input, a summary table otherwise; a warning line per stream more than half dropped,
+    and exit 1 with one line per stream wholly dropped (the outputs stay) unless ``allow_dropped``.  ``check``: run
+    ``state-observer check`` first and stop if it fails."""
     from .accel import AcceleratorUnavailable, BuildError
     from .progress import TimeProgress
 
     overrides = {k: v for k, v in (("vehicle_file", vehicle), ("observer", observer)) if v}
     try:
         config = load_config(params, **overrides)
+        if check:
+            from .io.check import check_bag
+
+            result = check_bag(bag, config)
+            print(result.text())
+            if not result.ok and not allow_dropped:
+                print(f"state-observer process: {bag}: the check failed ({result.verdict}); not processing (--allow-dropped to go on)",
+                      file=sys.stderr)
+                return 1
         line = TimeProgress(sys.stderr, "process")
 
         def say(text: str) -> None:
@@ -299,4 +319,11 @@ def process_command(bag: str, out: str, params: str | None = None, vehicle: str 
         for key, value in summary.get(section, {}).items():
             print(f"{section}: {key} = {value:.4g}" if isinstance(value, float) else f"{section}: {key} = {value}")
     print(f"process: wrote {Path(out) / 'bag'}" + (f" and {Path(out) / 'report.html'}" if report else ""))
+    warnings, errors = dropped_lines(summary)
+    for text in warnings + (errors if allow_dropped else []):
+        print(f"state-observer process: warning: {text}", file=sys.stderr)
+    if errors and not allow_dropped:
+        for text in errors:
+            print(f"state-observer process: {text} (outputs kept in {out}; --allow-dropped accepts this)", file=sys.stderr)
+        return 1
     return 0

@@ -215,6 +215,142 @@ def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initi
     return VehicleErrorEKF(vehicle, mounts)
 
 
+class SampleScreen:
+    """The observer's rules for one message on its own, without a model (also run by ``state-observer check``): a
+    stamp, not the previous stamp of its stream again, finite values within the limits, a fix, the vehicle's IMU
+    frame; sigmas filled in where the message has no usable covariance.  Every drop and replacement is counted in
+    ``counters[kind]`` under its reason ("dropped: ..." for a drop)."""
+
+    def __init__(self, settings: OnlineSettings, imu_frame_id: str, limits: InputLimits, counters: dict[str, Counter] | None = None):
+        self.settings = settings
+        self.imu_frame_id = imu_frame_id
+        self.limits = limits
+        self.counters = counters if counters is not None else {k: StreamCounter() for k in STREAMS}
+        self.last_stamp: dict[str, int] = {}
+
+    def take(self, kind: str, sample):
+        """``sample`` checked (sigmas filled in, values beyond the limits removed), or None when it is dropped (counted)."""
+        count = self.counters[kind]
+        stamp = int(sample.stamp_ns)
+        if stamp <= 0:
+            count["dropped: no stamp"] += 1
+            return None
+        if self.last_stamp.get(kind) == stamp:
+            count["dropped: duplicate stamp"] += 1
+            return None
+        sample = self._checked(kind, sample, count)
+        if sample is not None:
+            self.last_stamp[kind] = stamp
+        return sample
+
+    def _checked(self, kind: str, sample, count: Counter):
+        """The sample with unusable parts removed and sigmas filled in, or None (counted) if nothing is left."""
+        s = self.settings
+        if kind == "imu":
+            gyro = np.asarray(sample.angular_velocity_rad_s, float)
+            accel = np.asarray(sample.linear_acceleration_m_s2, float)
+            if sample.frame_id and sample.frame_id != self.imu_frame_id:
+                count[f"dropped: frame {sample.frame_id[:64]!r} is not the vehicle's IMU frame {self.imu_frame_id!r}"] += 1
+                return None
+            lim = self.limits
+            if np.all(np.isfinite(gyro)) and np.any(np.abs(gyro) > lim.gyro_rad_s):
+                count[f"gyro beyond {lim.gyro_rad_s:.1f} rad/s (not used)"] += 1
+                gyro = np.full(3, np.nan)
+            if np.all(np.isfinite(accel)) and np.any(np.abs(accel) > lim.accel_m_s2):
+                count[f"accelerometer beyond {lim.accel_m_s2:.0f} m/s^2 (not used)"] += 1
+                accel = np.full(3, np.nan)
+            if not (np.all(np.isfinite(gyro)) or np.all(np.isfinite(accel))):
+                count["dropped: not finite or beyond full scale"] += 1
+                return None
+            gyro_sigma = self._sigma(sample.angular_velocity_sigma, s.gyro_sigma_rad_s, count, "gyro")
+            accel_sigma = self._sigma(sample.linear_acceleration_sigma, s.accel_sigma_m_s2, count, "accel")
+            return sample._replace(angular_velocity_rad_s=gyro, linear_acceleration_m_s2=accel, angular_velocity_sigma=gyro_sigma,
+                                   linear_acceleration_sigma=accel_sigma)
+        if kind == "gnss_fix":
+            if sample.status < 0:
+                count["dropped: no fix"] += 1
+                return None
+            if not (math.isfinite(sample.latitude_deg) and math.isfinite(sample.longitude_deg) and math.isfinite(sample.altitude_m)
+                    and abs(sample.latitude_deg) <= 90 and abs(sample.longitude_deg) <= 180):
+                count["dropped: not finite or out of range"] += 1
+                return None
+            cov = np.asarray(sample.position_covariance_enu_m2, float)
+            if not (s.use_message_covariance and _usable_covariance(cov)):
+                if s.use_message_covariance:
+                    count["covariance replaced by the configured sigma"] += 1
+                cov = np.diag([s.gnss_horizontal_sigma_m**2, s.gnss_horizontal_sigma_m**2, s.gnss_vertical_sigma_m**2])
+            return sample._replace(position_covariance_enu_m2=_floored(cov, GNSS_POSITION_FLOOR_M, count, "position"))
+        if kind == "gnss_velocity":
+            v = np.asarray(sample.velocity_enu_m_s, float)
+            if not np.all(np.isfinite(v)):
+                count["dropped: not finite"] += 1
+                return None
+            if np.linalg.norm(v) > self.limits.speed_m_s:
+                count[f"dropped: faster than {self.limits.speed_m_s:.0f} m/s"] += 1
+                return None
+            cov = np.asarray(sample.covariance_m2_s2, float)
+            if not (s.use_message_covariance and _usable_covariance(cov)):
+                if s.use_message_covariance:
+                    count["covariance replaced by the configured sigma"] += 1
+                cov = np.eye(3) * s.gnss_velocity_sigma_m_s**2
+            return sample._replace(covariance_m2_s2=_floored(cov, GNSS_VELOCITY_FLOOR_M_S, count, "velocity"))
+        if kind == "wheels":
+            lim = self.limits
+            rate, torque = np.asarray(sample.rate_rad_s, float), np.asarray(sample.torque_n_m, float)
+            too_fast = np.abs(rate) > lim.wheel_rate_rad_s  # NaN compares False
+            too_strong = (torque < lim.torque_n_m[0]) | (torque > lim.torque_n_m[1])
+            if too_fast.any():
+                count[f"wheel rates beyond {lim.TOP_SPEED_M_S:.0f} m/s (those wheels skipped)"] += 1
+                rate = np.where(too_fast, np.nan, rate)
+            if too_strong.any():
+                count[f"wheel torques beyond {lim.MARGIN:g} x the vehicle file's limits (those wheels keep their last torque)"] += 1
+                torque = np.where(too_strong, np.nan, torque)
+            if not (np.any(np.isfinite(rate)) or np.any(np.isfinite(torque))):
+                count["dropped: no finite rate or torque"] += 1
+                return None
+            if not np.all(np.isfinite(rate)):
+                count["wheel rates missing or not finite (those wheels skipped)"] += 1
+            return sample._replace(rate_rad_s=rate, torque_n_m=torque)
+        if not math.isfinite(sample.steering_wheel_angle_rad):
+            count["dropped: not finite"] += 1
+            return None
+        if abs(sample.steering_wheel_angle_rad) > self.limits.steering_wheel_rad:
+            count[f"dropped: steering-wheel angle beyond {self.limits.steering_wheel_rad:.2f} rad "
+                  f"({self.limits.MARGIN:g} x the vehicle file's limit)"] += 1
+            return None
+        return sample
+
+    def _sigma(self, message_sigma: float, configured: float, count: Counter, what: str) -> float:
+        if self.settings.use_message_covariance and math.isfinite(message_sigma) and message_sigma > 0.0:
+            return float(message_sigma)
+        if self.settings.use_message_covariance:
+            count[f"{what} covariance replaced by the configured sigma"] += 1
+        return configured
+
+
+class StreamLoss(NamedTuple):
+    """What the observer dropped of one stream: counter keys "dropped: <reason>" summed, and the commonest reason."""
+
+    kind: str
+    received: int
+    dropped: int
+    reason: str  # the reason most messages were dropped for ("" when none were)
+
+    @property
+    def share(self) -> float:
+        return self.dropped / self.received if self.received else 0.0
+
+
+def stream_losses(counters: dict[str, Counter]) -> dict[str, StreamLoss]:
+    """:class:`StreamLoss` of every stream of ``counters`` (:attr:`OnlineObserver.counters` or a window of them)."""
+    out = {}
+    for kind, count in counters.items():
+        drops = {key.split(": ", 1)[-1]: n for key, n in count.items() if key.startswith("dropped") and n > 0}
+        reason = max(drops, key=drops.get) if drops else ""
+        out[kind] = StreamLoss(kind, count.get("received", 0), sum(drops.values()), reason)
+    return out
+
+
 class _Pending(NamedTuple):
     stamp_ns: int
     order: int  # arrival order, breaks ties between equal stamps
@@ -234,6 +370,7 @@ class OnlineObserver:
         self._tire_k_z = np.array([c.tire.vertical_stiffness_n_per_m for c in desc.corners])  # N/m, fl fr rl rr
         self._limits = InputLimits.of(desc)
         self.counters: dict[str, Counter] = {k: StreamCounter() for k in STREAMS}
+        self.screen = SampleScreen(s, mounts.imu_frame_id, self._limits, self.counters)
         self.last_received_ns: dict[str, int] = {}  # receive time of each stream's latest sample (the caller's clock)
         self.events: list[str] = []  # resets and other notable events, newest last (the caller may clear it)
         self.n_resets = 0
@@ -253,7 +390,7 @@ class OnlineObserver:
         self._queue: list[_Pending] = []
         self._late: list[_Pending] = []
         self._order = 0
-        self._last_stamp: dict[str, int] = {}
+        self.screen.last_stamp.clear()
         self._behind = 0
         self._ahead: list[tuple[str, int]] = []  # (stream, stamp) of the samples in a row stamped more than time_jump_s ahead
         self._inputs = ModelInputs()
@@ -313,16 +450,13 @@ class OnlineObserver:
         count["received"] += 1
         self.last_received_ns[kind] = int(sample.receive_ns)
         stamp = int(sample.stamp_ns)
-        if stamp <= 0:
-            count["dropped: no stamp"] += 1
-            return []
-        if self.started and stamp < self.t_ns - self.settings.time_jump_s * _NS:
+        if stamp > 0 and self.started and stamp < self.t_ns - self.settings.time_jump_s * _NS:
             self._behind += 1
             if self._behind < _JUMP_CONFIRM:
                 count["dropped: late"] += 1
                 return []
             self.reset(f"time jumped back by {(self.t_ns - stamp) * 1e-9:.3f} s ({kind} stamp)")
-        elif self.started and stamp > self.t_ns + self.settings.time_jump_s * _NS:
+        elif stamp > 0 and self.started and stamp > self.t_ns + self.settings.time_jump_s * _NS:
             # never integrate up to a far stamp (an hour of model steps in one call): one bad stamp is dropped;
             # the clock stepped (or all sensors were silent) when samples in a row, on one new clock (each
             # within time_jump_s of the last), confirm it from two streams, or from one stream alone long
@@ -335,15 +469,12 @@ class OnlineObserver:
                 count["dropped: stamped too far ahead of the model"] += 1
                 return []
             self.reset(f"time jumped ahead by {(stamp - self.t_ns) * 1e-9:.3f} s ({kind} stamp), or the sensors were silent")
-        self._behind = 0
-        self._ahead.clear()
-        if self._last_stamp.get(kind) == stamp:
-            count["dropped: duplicate stamp"] += 1
-            return []
-        sample = self._checked(kind, sample, count)
+        if stamp > 0:
+            self._behind = 0
+            self._ahead.clear()
+        sample = self.screen.take(kind, sample)  # stamp, duplicate, values, frame, covariances
         if sample is None:
             return []
-        self._last_stamp[kind] = stamp
         if not self.started:
             self._before_start(kind, sample)
             if not self.started:
@@ -358,90 +489,6 @@ class OnlineObserver:
             return []
         heapq.heappush(self._queue, pending)
         return self._advance(stamp)
-
-    def _checked(self, kind: str, sample, count: Counter):
-        """The sample with unusable parts removed and sigmas filled in, or None (counted) if nothing is left."""
-        s = self.settings
-        if kind == "imu":
-            gyro = np.asarray(sample.angular_velocity_rad_s, float)
-            accel = np.asarray(sample.linear_acceleration_m_s2, float)
-            if sample.frame_id and sample.frame_id != self.mounts.imu_frame_id:
-                count[f"dropped: frame {sample.frame_id[:64]!r} is not the vehicle's IMU frame {self.mounts.imu_frame_id!r}"] += 1
-                return None
-            lim = self._limits
-            if np.all(np.isfinite(gyro)) and np.any(np.abs(gyro) > lim.gyro_rad_s):
-                count[f"gyro beyond {lim.gyro_rad_s:.1f} rad/s (not used)"] += 1
-                gyro = np.full(3, np.nan)
-            if np.all(np.isfinite(accel)) and np.any(np.abs(accel) > lim.accel_m_s2):
-                count[f"accelerometer beyond {lim.accel_m_s2:.0f} m/s^2 (not used)"] += 1
-                accel = np.full(3, np.nan)
-            if not (np.all(np.isfinite(gyro)) or np.all(np.isfinite(accel))):
-                count["dropped: not finite or beyond full scale"] += 1
-                return None
-            gyro_sigma = self._sigma(sample.angular_velocity_sigma, s.gyro_sigma_rad_s, count, "gyro")
-            accel_sigma = self._sigma(sample.linear_acceleration_sigma, s.accel_sigma_m_s2, count, "accel")
-            return sample._replace(angular_velocity_rad_s=gyro, linear_acceleration_m_s2=accel, angular_velocity_sigma=gyro_sigma,
-                                   linear_acceleration_sigma=accel_sigma)
-        if kind == "gnss_fix":
-            if sample.status < 0:
-                count["dropped: no fix"] += 1
-                return None
-            if not (math.isfinite(sample.latitude_deg) and math.isfinite(sample.longitude_deg) and math.isfinite(sample.altitude_m)
-                    and abs(sample.latitude_deg) <= 90 and abs(sample.longitude_deg) <= 180):
-                count["dropped: not finite or out of range"] += 1
-                return None
-            cov = np.asarray(sample.position_covariance_enu_m2, float)
-            if not (s.use_message_covariance and _usable_covariance(cov)):
-                if s.use_message_covariance:
-                    count["covariance replaced by the configured sigma"] += 1
-                cov = np.diag([s.gnss_horizontal_sigma_m**2, s.gnss_horizontal_sigma_m**2, s.gnss_vertical_sigma_m**2])
-            return sample._replace(position_covariance_enu_m2=_floored(cov, GNSS_POSITION_FLOOR_M, count, "position"))
-        if kind == "gnss_velocity":
-            v = np.asarray(sample.velocity_enu_m_s, float)
-            if not np.all(np.isfinite(v)):
-                count["dropped: not finite"] += 1
-                return None
-            if np.linalg.norm(v) > self._limits.speed_m_s:
-                count[f"dropped: faster than {self._limits.speed_m_s:.0f} m/s"] += 1
-                return None
-            cov = np.asarray(sample.covariance_m2_s2, float)
-            if not (s.use_message_covariance and _usable_covariance(cov)):
-                if s.use_message_covariance:
-                    count["covariance replaced by the configured sigma"] += 1
-                cov = np.eye(3) * s.gnss_velocity_sigma_m_s**2
-            return sample._replace(covariance_m2_s2=_floored(cov, GNSS_VELOCITY_FLOOR_M_S, count, "velocity"))
-        if kind == "wheels":
-            lim = self._limits
-            rate, torque = np.asarray(sample.rate_rad_s, float), np.asarray(sample.torque_n_m, float)
-            too_fast = np.abs(rate) > lim.wheel_rate_rad_s  # NaN compares False
-            too_strong = (torque < lim.torque_n_m[0]) | (torque > lim.torque_n_m[1])
-            if too_fast.any():
-                count[f"wheel rates beyond {lim.TOP_SPEED_M_S:.0f} m/s (those wheels skipped)"] += 1
-                rate = np.where(too_fast, np.nan, rate)
-            if too_strong.any():
-                count[f"wheel torques beyond {lim.MARGIN:g} x the vehicle file's limits (those wheels keep their last torque)"] += 1
-                torque = np.where(too_strong, np.nan, torque)
-            if not (np.any(np.isfinite(rate)) or np.any(np.isfinite(torque))):
-                count["dropped: no finite rate or torque"] += 1
-                return None
-            if not np.all(np.isfinite(rate)):
-                count["wheel rates missing or not finite (those wheels skipped)"] += 1
-            return sample._replace(rate_rad_s=rate, torque_n_m=torque)
-        if not math.isfinite(sample.steering_wheel_angle_rad):
-            count["dropped: not finite"] += 1
-            return None
-        if abs(sample.steering_wheel_angle_rad) > self._limits.steering_wheel_rad:
-            count[f"dropped: steering-wheel angle beyond {self._limits.steering_wheel_rad:.2f} rad "
-                  f"({self._limits.MARGIN:g} x the vehicle file's limit)"] += 1
-            return None
-        return sample
-
-    def _sigma(self, message_sigma: float, configured: float, count: Counter, what: str) -> float:
-        if self.settings.use_message_covariance and math.isfinite(message_sigma) and message_sigma > 0.0:
-            return float(message_sigma)
-        if self.settings.use_message_covariance:
-            count[f"{what} covariance replaced by the configured sigma"] += 1
-        return configured
 
     # ----- start ----------------------------------------------------------------------------------------
     def _before_start(self, kind: str, sample) -> None:
@@ -698,8 +745,10 @@ def _floored(cov: np.ndarray, sigma: float, count: Counter, what: str) -> np.nda
 
 
 def _usable_covariance(cov: np.ndarray) -> bool:
-    """A 3x3 covariance with finite entries and a positive diagonal (REP-145: zeros mean "unknown")."""
-    return cov.shape == (3, 3) and bool(np.all(np.isfinite(cov))) and bool(np.all(np.diag(cov) > 0.0))
+    """A 3x3 covariance with finite entries that is positive definite (REP-145: zeros mean "unknown")."""
+    if cov.shape != (3, 3) or not np.all(np.isfinite(cov)) or not np.all(np.diag(cov) > 0.0):
+        return False
+    return bool(np.linalg.eigvalsh(0.5 * (cov + cov.T))[0] > 0.0)
 
 
 def _symmetric(A: np.ndarray) -> np.ndarray:

@@ -35,6 +35,7 @@ from state_observer.io.convert import (
     SENSOR_TOPICS,
     TRUTH_TOPICS,
     IoError,
+    JointNames,
     TruthFrames,
     msg_to_sample,
     sample_kind,
@@ -346,11 +347,12 @@ def read_raw(path: str | Path, topics: Iterable[str] | None = None, *,
             yield connection.topic, connection.msgtype, log_ns, bytes(raw)
 
 
-def read_samples(path: str | Path, topics: Mapping[str, str] | None = None
+def read_samples(path: str | Path, topics: Mapping[str, str] | None = None, joints: JointNames = JointNames()
                  ) -> Iterator[tuple[str, int, Any]]:
     """(topic, log_ns, sample record) of the sensor topics in log-time order.
 
-    ``topics`` overrides ``SENSOR_TOPICS`` per stream kind (``{"imu": "/imu", ...}``).
+    ``topics`` overrides ``SENSOR_TOPICS`` per stream kind (``{"imu": "/imu", ...}``); ``joints``: the
+    JointState names of wheels and steering.
     Records get ``receive_ns`` = log time and ``stamp_ns`` = header stamp. Sensor topics
     missing from the bag are skipped; a bag with none of them, or a sensor topic of the wrong
     message type, is an ``IoError``.
@@ -370,7 +372,7 @@ def read_samples(path: str | Path, topics: Mapping[str, str] | None = None
                               f"expected {expected}")
         for connection, log_ns, msg in _messages(path, reader, connections):
             try:
-                sample = msg_to_sample(kinds[connection.topic], msg, log_ns)
+                sample = msg_to_sample(kinds[connection.topic], msg, log_ns, joints)
             except IoError as exc:
                 raise IoError(f"{path}: {connection.topic} at {log_ns} ns: {exc}") from None
             yield connection.topic, log_ns, sample

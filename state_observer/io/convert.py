@@ -32,7 +32,8 @@ Conventions (REP-103/105/145; design notes, peers-and-ros-conventions.md):
 Reading back: covariances that are all zeros ("unknown", REP-145) give NaN sigmas/matrices;
 element 0 = -1 ("not provided") gives NaN values and NaN sigmas; a sigma of 0 or NaN is
 written as all zeros. JointState joints are matched by name (any order, extra joints ignored;
-a missing wheel or empty array gives NaN).
+a missing wheel or empty array gives NaN); the joint names are parameters (``JointNames``, default
+``WHEEL_JOINTS`` and ``STEERING_JOINT``).
 
 Ground truth (``/truth/...``, one message of each per model step):
 ``/truth/odometry`` nav_msgs/Odometry, pose in ``odom`` (the local ENU frame), twist in
@@ -226,11 +227,13 @@ def _diag_covariance(sigma: float) -> np.ndarray:
 
 
 def _sigma_from_covariance(covariance: np.ndarray) -> float:
-    """Largest per-axis 1-sigma of a 3x3 row-major covariance; NaN if unknown/not provided."""
+    """Largest per-axis 1-sigma of a 3x3 row-major covariance; NaN if unknown/not provided, or if a variance is
+    negative or not finite (unusable: the observer then takes its configured sigma)."""
     covariance = np.asarray(covariance, dtype=np.float64)
-    if covariance[0] == -1.0 or not covariance.any():
+    diagonal = covariance[[0, 4, 8]]
+    if covariance[0] == -1.0 or not covariance.any() or not np.all(np.isfinite(diagonal)) or np.any(diagonal < 0.0):
         return math.nan
-    return float(math.sqrt(max(covariance[0], covariance[4], covariance[8])))
+    return float(math.sqrt(diagonal.max()))
 
 
 # --- sensor samples -> messages --------------------------------------------------------
@@ -420,26 +423,27 @@ def _joint_values(msg: Any, field: str, joints: tuple[str, ...]) -> np.ndarray:
     return out
 
 
-def msg_to_wheels(msg: Any, receive_ns: int) -> WheelSample:
-    """sensor_msgs/JointState -> WheelSample (joints by name, NaN where absent)."""
-    if not set(WHEEL_JOINTS) & set(msg.name):
-        raise IoError(f"JointState has none of the wheel joints {', '.join(WHEEL_JOINTS)} "
-                      f"(joints: {', '.join(msg.name) or 'none'})")
+def msg_to_wheels(msg: Any, receive_ns: int, joints: tuple[str, ...] = WHEEL_JOINTS) -> WheelSample:
+    """sensor_msgs/JointState -> WheelSample (``joints`` fl fr rl rr by name, NaN where absent)."""
+    if not set(joints) & set(msg.name):
+        raise IoError(f"JointState has none of the wheel joints {', '.join(joints)} "
+                      f"(joints found: {', '.join(msg.name) or 'none'})")
     return WheelSample(
         stamp_ns=stamp_to_ns(msg.header.stamp),
         receive_ns=int(receive_ns),
-        angle_rad=_joint_values(msg, "position", WHEEL_JOINTS),
-        rate_rad_s=_joint_values(msg, "velocity", WHEEL_JOINTS),
-        torque_n_m=_joint_values(msg, "effort", WHEEL_JOINTS),
+        angle_rad=_joint_values(msg, "position", joints),
+        rate_rad_s=_joint_values(msg, "velocity", joints),
+        torque_n_m=_joint_values(msg, "effort", joints),
     )
 
 
-def msg_to_steering(msg: Any, receive_ns: int) -> SteeringSample:
-    """sensor_msgs/JointState -> SteeringSample (joint ``STEERING_JOINT``, position)."""
-    angle = _joint_values(msg, "position", (STEERING_JOINT,))[0]
-    if STEERING_JOINT not in msg.name or math.isnan(angle):
-        raise IoError(f"JointState has no position for joint {STEERING_JOINT} "
-                      f"(joints: {', '.join(msg.name) or 'none'})")
+def msg_to_steering(msg: Any, receive_ns: int, joint: str = STEERING_JOINT) -> SteeringSample:
+    """sensor_msgs/JointState -> SteeringSample (position of ``joint``)."""
+    if joint not in msg.name:
+        raise IoError(f"JointState has no steering joint {joint} (joints found: {', '.join(msg.name) or 'none'})")
+    angle = _joint_values(msg, "position", (joint,))[0]
+    if math.isnan(angle):
+        raise IoError(f"JointState has no position for the steering joint {joint}")
     return SteeringSample(
         stamp_ns=stamp_to_ns(msg.header.stamp),
         receive_ns=int(receive_ns),
@@ -456,8 +460,19 @@ _FROM_MSG: dict[str, Callable[[Any, int], Any]] = {
 }
 
 
-def msg_to_sample(kind: str, msg: Any, receive_ns: int) -> Any:
-    """Message of sensor stream ``kind`` (see ``SENSOR_MSGTYPES``) -> sample record."""
+class JointNames(NamedTuple):
+    """JointState names of the wheels (fl, fr, rl, rr) and of the steering wheel (parameters ``joints.*``)."""
+
+    wheels: tuple[str, ...] = WHEEL_JOINTS
+    steering: str = STEERING_JOINT
+
+
+def msg_to_sample(kind: str, msg: Any, receive_ns: int, joints: JointNames = JointNames()) -> Any:
+    """Message of sensor stream ``kind`` (see ``SENSOR_MSGTYPES``) -> sample record; JointStates by ``joints``."""
+    if kind == "wheels":
+        return msg_to_wheels(msg, receive_ns, tuple(joints.wheels))
+    if kind == "steering":
+        return msg_to_steering(msg, receive_ns, joints.steering)
     try:
         convert = _FROM_MSG[kind]
     except KeyError:

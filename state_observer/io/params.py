@@ -17,7 +17,7 @@ import yaml
 
 from ..accel import BACKENDS
 from ..estimation.online import OBSERVERS, OnlineSettings
-from .convert import OUTPUT_TOPICS, SENSOR_TOPICS
+from .convert import OUTPUT_TOPICS, SENSOR_TOPICS, JointNames
 
 NODE_NAME = "observer_node"
 
@@ -70,6 +70,9 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("timing.time_jump_s", 1.0, "samples stamped this far behind (a looping bag) or ahead (a clock step, a long silence) of "
               "the model are dropped; three in a row reset the observer (s)", 0.01, 3600.0),
     *(Parameter(f"topics.{kind}", topic, _T.format(kind)) for kind, topic in SENSOR_TOPICS.items()),
+    *(Parameter(f"joints.wheel_{w}", name, f"JointState name of the {where} wheel on the wheels topic")
+      for w, name, where in zip(("fl", "fr", "rl", "rr"), JointNames().wheels, ("front-left", "front-right", "rear-left", "rear-right"))),
+    Parameter("joints.steering", JointNames().steering, "JointState name of the steering wheel on the steering topic (position: steering-wheel angle, rad)"),
     Parameter("rates.odometry_hz", 0.0, "odometry rate (Hz; 0: after every message that advanced the model)", 0.0, 1000.0),
     Parameter("rates.tire_forces_hz", 50.0, "tire-force rate (Hz; 0: every model step)", 0.0, 1000.0),
     Parameter("rates.parameters_hz", 10.0, "mass/friction rate (Hz)", 0.0, 1000.0),
@@ -187,6 +190,7 @@ class ObserverConfig:
     qos_depth: int
     solver_backend: str
     backend_fallback: bool
+    joints: JointNames = JointNames()
 
 
 def config_from(values: dict) -> ObserverConfig:
@@ -213,8 +217,50 @@ def config_from(values: dict) -> ObserverConfig:
     topics = {kind: v[f"topics.{kind}"] for kind in SENSOR_TOPICS}
     if len(set(topics.values())) < len(topics) or any(not t for t in topics.values()):
         raise ValueError(f"parameters topics.*: every sensor stream needs its own non-empty topic, got {topics}")
+    joints = JointNames(tuple(v[f"joints.wheel_{w}"] for w in ("fl", "fr", "rl", "rr")), v["joints.steering"])
+    if len(set(joints.wheels)) < 4 or not all(joints.wheels) or not joints.steering:
+        raise ValueError(f"parameters joints.*: four different non-empty wheel joint names and a steering joint name, got {joints}")
     return ObserverConfig(
-        settings=settings, vehicle_file=v["vehicle_file"], rates={k: v[f"rates.{k}_hz"] for k in OUTPUT_KINDS},
+        joints=joints, settings=settings, vehicle_file=v["vehicle_file"], rates={k: v[f"rates.{k}_hz"] for k in OUTPUT_KINDS},
         topics=topics, odom_frame=v["odom_frame"], base_frame=v["base_frame"], publish_tf=v["publish_tf"],
         path_length=v["path_length"], qos_depth=v["qos_depth"], solver_backend=v["solver_backend"],
         backend_fallback=v["backend_fallback"])
+
+
+def load_config(params_file: str | Path | None = None, **overrides) -> ObserverConfig:
+    """The configuration of a parameters file (default: the package's config/observer.yaml) with ``overrides`` by
+    parameter name (e.g. ``vehicle_file=...``); ValueError naming the file or parameter."""
+    from ..paths import find_data_file
+
+    values = load_file(params_file or find_data_file("config/observer.yaml"))
+    for name, value in overrides.items():
+        values[name] = check(name, value)
+    return config_from(values)
+
+
+YAML_HEADER = """\
+# Parameters of the observer node (ros2 run state_observer observer_node --ros-args --params-file FILE)
+# and of `state-observer process BAG --params FILE`. Ranges and meaning: state_observer/io/params.py
+# (or `ros2 param describe /observer_node NAME`). Units are in the names.
+"""
+
+
+def yaml_text() -> str:
+    """``config/observer.yaml`` as generated from :data:`PARAMETERS` (defaults with their descriptions; ungrouped names
+    first, then each group in table order).  Regenerate with ``python -m state_observer.io.params > config/observer.yaml``."""
+
+    def value(v):
+        return f'"{v}"' if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else repr(v)
+
+    lines = [f"{NODE_NAME}:", "  ros__parameters:"]
+    lines += [f"    {p.name}: {value(p.default)}  # {p.description}" for p in PARAMETERS if "." not in p.name]
+    groups = dict.fromkeys(p.name.split(".")[0] for p in PARAMETERS if "." in p.name)
+    for group in groups:
+        lines.append(f"    {group}:")
+        lines += [f"      {p.name.split('.', 1)[1]}: {value(p.default)}  # {p.description}"
+                  for p in PARAMETERS if p.name.startswith(group + ".")]
+    return YAML_HEADER + "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(yaml_text(), end="")

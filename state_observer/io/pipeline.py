@@ -8,19 +8,22 @@ clears the path and the rate schedules.
 """
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 
-from ..estimation.online import STREAMS, OnlineObserver
+from ..estimation.online import STREAMS, OnlineObserver, StreamLoss, stream_losses
 from .convert import (
     OUTPUT_MSGTYPES,
+    IoError,
+    JointNames,
     OdometryEncoder,
     TruthFrames,
     Uncertainty,
     diagnostics_msg,
     markers_msg,
+    msg_to_sample,
     path_msg,
     pose_stamped_msg,
     truth_to_msgs,
@@ -42,6 +45,53 @@ class Output(NamedTuple):
     def cdr(self, store) -> bytes:
         """The message as CDR bytes."""
         return self.data if self.data is not None else bytes(store.serialize_cdr(self.msg, self.msgtype))
+
+
+def to_sample(kind: str, msg: Any, receive_ns: int, joints: JointNames, counters: dict[str, Counter]):
+    """The sample record of a message of sensor stream ``kind`` (:func:`~state_observer.io.convert.msg_to_sample`, wheels
+    and steering by ``joints``), or None when it has none: then counted in ``counters[kind]`` as received and
+    "dropped: <why>", as the observer counts its own drops (the node, ``process`` and ``check`` convert here)."""
+    try:
+        return msg_to_sample(kind, msg, receive_ns, joints)
+    except IoError as exc:  # e.g. a JointState without the configured joints
+        reason = str(exc)
+    except Exception as exc:  # noqa: BLE001 - a malformed message is dropped, never fatal
+        reason = f"cannot convert ({type(exc).__name__}: {exc})"
+    counters[kind]["received"] += 1
+    counters[kind][f"dropped: {reason}"] += 1
+    return None
+
+
+def loss_line(topic: str, loss: StreamLoss) -> str:
+    """One line on a stream's dropped messages: topic, share and the commonest reason."""
+    if loss.dropped == loss.received:
+        return f"{topic} ({loss.kind}): all {loss.received} messages dropped: {loss.reason}"
+    return f"{topic} ({loss.kind}): {loss.dropped} of {loss.received} messages dropped ({100 * loss.share:.0f} %), mostly: {loss.reason}"
+
+
+class DropWatch:
+    """Streams losing most of their messages, each reported once: over windows of at least ``min_messages`` received
+    messages of a stream, one that dropped more than ``share`` of them gives a :func:`loss_line` (the node logs it at
+    WARN; /diagnostics has the counters)."""
+
+    def __init__(self, topics: dict[str, str], min_messages: int = 20, share: float = 0.5):
+        self.topics, self.min_messages, self.share = topics, min_messages, share
+        self._start: dict[str, Counter] = {}
+        self.reported: set[str] = set()
+
+    def poll(self, counters: dict[str, Counter]) -> list[str]:
+        """Lines for streams newly found losing more than ``share`` of a window (``counters``: the observer's)."""
+        lines = []
+        for kind, count in counters.items():
+            window = count - self._start.get(kind, Counter())
+            if window["received"] < self.min_messages:
+                continue
+            self._start[kind] = count.copy()
+            loss = stream_losses({kind: window})[kind]
+            if loss.share > self.share and kind not in self.reported:
+                self.reported.add(kind)
+                lines.append(loss_line(self.topics.get(kind, kind), loss))
+        return lines
 
 
 def load_observer(config: ObserverConfig) -> OnlineObserver:
@@ -87,6 +137,10 @@ class ObserverPipeline:
         # next instant on the rate's grid: a late sample does not make the schedule drift
         self._due_ns[kind] = stamp_ns + period if due is None or period == 0 else max(due + period, stamp_ns - stamp_ns % period + period)
         return True
+
+    def sample(self, kind: str, msg: Any, receive_ns: int):
+        """:func:`to_sample` with the configured joint names, drops counted in the observer's counters."""
+        return to_sample(kind, msg, receive_ns, self.config.joints, self.observer.counters)
 
     def feed(self, sample) -> Iterator[Output]:
         """Give a sensor sample to the observer; the outputs due after the model steps it completed, built as

@@ -6,7 +6,8 @@ sample record, given to :class:`state_observer.io.pipeline.ObserverPipeline` (th
 Subscriptions use the sensor-data QoS (best effort, keep last ``qos_depth``), publishers are reliable.
 Parameters: :mod:`state_observer.io.params` (declared read-only, each with its description and range;
 an invalid one stops the node at start with one line naming it).  Services: ``~/reset``
-(state_observer/srv/Reset).  Broadcasts odom -> base_link with tf2_ros where it is installed.
+(state_observer/srv/Reset).  A sensor stream that loses more than half of its messages is logged once at WARN
+with the commonest reason (:class:`~state_observer.io.pipeline.DropWatch`).  Broadcasts odom -> base_link with tf2_ros where it is installed.
 """
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
-from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, SENSOR_MSGTYPES, IoError, make_typestore, msg_to_sample
+from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, SENSOR_MSGTYPES, make_typestore
 from state_observer.io.params import NODE_NAME, PARAMETERS, applies_to, check, config_from, params_file_sections
-from state_observer.io.pipeline import ObserverPipeline, load_observer
+from state_observer.io.pipeline import DropWatch, ObserverPipeline, load_observer
 from state_observer.ros.common import ParameterError, message_class, run
 
 LATENCY_WINDOW = 20000  # IMU-to-estimate latencies kept for the statistics
@@ -63,6 +64,7 @@ class ObserverNode(Node):
         observer.warm_up(on_step=warm_up_step)
         self.pipeline = ObserverPipeline(self.config, observer, store=self.store)
         self.latencies_ns: deque = deque(maxlen=LATENCY_WINDOW)
+        self.drop_watch = DropWatch(self.config.topics)  # a stream losing most of its messages: one WARN line
         self._errors_logged = 0
 
         reliable = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -128,14 +130,12 @@ class ObserverNode(Node):
         observer = self.pipeline.observer
         try:
             msg = self.store.deserialize_cdr(data, SENSOR_MSGTYPES[kind])
-            sample = msg_to_sample(kind, msg, self.get_clock().now().nanoseconds)
-        except IoError as exc:  # e.g. a JointState without the wheel joints
-            observer.counters[kind]["received"] += 1
-            observer.counters[kind][f"dropped: {exc}"] += 1
-            return
         except Exception as exc:  # noqa: BLE001 - a malformed message must not stop the node
             observer.counters[kind]["received"] += 1
             observer.counters[kind][f"dropped: cannot decode ({type(exc).__name__})"] += 1
+            return
+        sample = self.pipeline.sample(kind, msg, self.get_clock().now().nanoseconds)  # None: dropped and counted
+        if sample is None:
             return
         try:
             for out in self.pipeline.feed(sample):  # built as taken: the odometry is published before the rest is built
@@ -182,6 +182,8 @@ class ObserverNode(Node):
         return {"count": len(values), "p50_ms": pct(0.5), "p99_ms": pct(0.99), "max_ms": values[-1] * 1e-6}
 
     def _publish_diagnostics(self) -> None:
+        for line in self.drop_watch.poll(self.pipeline.observer.counters):
+            self.get_logger().warning(f"{line} (counters on /diagnostics)")
         stamp = self.get_clock().now().nanoseconds
         latency = {f"imu-to-estimate {k}": (f"{v:.3f}" if isinstance(v, float) else v) for k, v in self.latency_statistics().items()}
         out = self.pipeline.diagnostics(stamp, [("state_observer: node", "OK", "running", latency)])
