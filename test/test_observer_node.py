@@ -264,6 +264,52 @@ def test_reset_service_restarts_the_observer(ros, circle_bag):
     assert node.pipeline.observer.events[-1] == "reset: reset service call"
 
 
+def test_wholly_dropped_stream_is_logged_once_at_warn_and_joint_names_are_parameters(ros, circle_bag):
+    """IMU messages in a frame 'imu' the vehicle file does not name: the node says so once at WARN (not only in
+    /diagnostics); wheel and steering joints named by the joints.* parameters are used."""
+    from state_observer.io.bag import read_raw
+    from state_observer.ros.observer_node import ObserverNode
+
+    names = {"wheel_fl_joint": "fl_hub", "wheel_fr_joint": "fr_hub", "wheel_rl_joint": "rl_hub", "wheel_rr_joint": "rr_hub",
+             "steering_wheel_joint": "steer"}
+    joints = {f"joints.{key.removesuffix('_joint').replace('steering_wheel', 'steering')}": value for key, value in names.items()}
+    node = ObserverNode(context=ros.context, parameter_overrides=_overrides(circle_bag, **joints))
+    ros.executor.add_node(node)
+    ros._nodes.append(node)
+    logger, warnings = node.get_logger(), []
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(logger, name)
+
+        def warning(self, text, *args, **kwargs):
+            warnings.append(text)
+            return logger.warning(text, *args, **kwargs)
+
+    spy = Spy()
+    node.get_logger = lambda: spy
+    feeder = Feeder(ros, node)
+    store = node.store
+    for i, (topic, msgtype, _, data) in enumerate(read_raw(circle_bag, list(feeder.kind_of_topic))):
+        msg = store.deserialize_cdr(data, msgtype)
+        if topic == "/imu/data":
+            msg.header.frame_id = "imu"
+        elif msgtype == "sensor_msgs/msg/JointState":
+            msg.name = [names.get(n, n) for n in msg.name]
+        feeder.send_msg(feeder.kind_of_topic[topic], msg)
+        if i == 800:
+            assert ros.spin_until(lambda: warnings, timeout_s=10.0)
+        if i > 1200:
+            break
+    for _ in range(20):  # more diagnostics ticks (20 Hz): still one line
+        ros.executor.spin_once(timeout_sec=0.05)
+    counters = node.pipeline.observer.counters
+    assert counters["wheels"]["applied"] > 100 and counters["steering"]["received"] > 100
+    assert not any("joint" in key for key in [*counters["wheels"], *counters["steering"]])
+    [line] = warnings
+    assert line.startswith("/imu/data (imu): all ") and "frame 'imu' is not the vehicle's IMU frame 'imu_link'" in line
+
+
 @pytest.mark.parametrize("name, value, expected", [
     ("dt_s", 0.5, "parameter dt_s: must be within"),
     ("observer", "kalman", "parameter observer: must be one of"),
