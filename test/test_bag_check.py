@@ -84,6 +84,8 @@ def test_check_on_a_good_bag_says_everything_will_be_used(bags, capsys):
         assert "will drop" not in block and "(100 %)" in block.split("will use:")[1], block
     assert "frame_id: 'imu_link' x1201; expected 'imu_link'" in out  # 200 Hz for 6 s
     assert "fix status: FIX 100 %" in out and "non-finite fields: none" in out
+    code, out, err = _run(capsys, "check", bags["good"].parent / "no_such_bag")
+    assert code == 1 and out == "" and err.count("\n") == 1 and "no_such_bag: no such bag" in err
 
 
 def test_renamed_imu_frame_fails_process_and_check_naming_both_frames(bags, tmp_path, capsys):
