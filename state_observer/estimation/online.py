@@ -18,8 +18,10 @@ ground) or from two fixes ``start_min_distance_m`` apart.  "pose": at the config
 sample's stamp.  GNSS samples wait (are not used) until a datum exists.
 
 Faults are handled and counted per stream in :attr:`counters` (never silently): non-finite values,
-NO_FIX, zero or missing covariances (the configured sigma is used instead), a frame other than the
-vehicle's IMU frame, duplicates, samples too late, samples before the start.  Three samples in a row
+NO_FIX, zero, missing or indefinite covariances (the configured sigma is used instead), a frame other than
+the vehicle's IMU frame, duplicates (these per-message rules are :class:`SampleScreen`, which
+``state-observer check`` runs on its own), samples too late, samples before the start;
+:func:`stream_losses` sums the drops per stream.  Three samples in a row
 stamped more than ``time_jump_s`` behind the model (a looping bag, a restarted driver) reset the
 observer; :meth:`reset` does the same on request.
 """
