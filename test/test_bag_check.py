@@ -181,10 +181,12 @@ def test_drop_watch_reports_a_stream_once_per_window_share():
 
 
 def test_screen_replaces_an_indefinite_gnss_covariance():
-    from state_observer.estimation.online import OnlineSettings, SampleScreen
+    from state_observer.estimation.online import InputLimits, OnlineSettings, SampleScreen
+    from state_observer.paths import default_vehicle_path
     from state_observer.sensors.samples import GnssFix
+    from state_observer.vehicle.description import load_vehicle
 
-    screen = SampleScreen(OnlineSettings(), "imu_link")
+    screen = SampleScreen(OnlineSettings(), "imu_link", InputLimits.of(load_vehicle(default_vehicle_path())))
     indefinite = np.array([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]])  # eigenvalue -1
     fix = screen.take("gnss_fix", GnssFix(10, 10, "gnss_link", 43.0, -8.0, 50.0, 0, indefinite))
     np.testing.assert_array_equal(fix.position_covariance_enu_m2, np.diag([1.8**2, 1.8**2, 2.6**2]))

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..estimation.online import STREAMS, SampleScreen, stream_losses
+from ..estimation.online import STREAMS, InputLimits, SampleScreen, StreamCounter, stream_losses
 from .bag import bag_info, read_messages
 from .convert import SENSOR_MSGTYPES, IoError, stamp_to_ns
 from .params import ObserverConfig, load_config
@@ -90,7 +90,7 @@ class StreamCheck:
     covariances: Counter = field(default_factory=Counter)
     fix_status: Counter = field(default_factory=Counter)
     nonfinite: Counter = field(default_factory=Counter)  # field -> messages with a NaN/inf in it
-    counters: Counter = field(default_factory=Counter)  # the observer's: received, dropped: <why>, notes
+    counters: Counter = field(default_factory=StreamCounter)  # the observer's: received, dropped: <why>, notes
 
     @property
     def expected_type(self) -> str:
@@ -196,7 +196,8 @@ def check_bag(bag: str | Path, config: ObserverConfig | None = None) -> BagCheck
     bag = Path(bag)
     config = config or load_config()
     vehicle = config.vehicle_file or str(default_vehicle_path())
-    mounts = mounts_from_vehicle(load_vehicle(vehicle))
+    desc = load_vehicle(vehicle)
+    mounts = mounts_from_vehicle(desc)
     info = bag_info(bag)
     enabled = set(config.settings.sensors) | {"steering"}
     streams = {kind: StreamCheck(kind, config.topics[kind], kind in enabled) for kind in STREAMS}
@@ -205,7 +206,7 @@ def check_bag(bag: str | Path, config: ObserverConfig | None = None) -> BagCheck
             s.found_type = info.topics[s.topic][0]
     readable = {s.topic: s.kind for s in streams.values() if s.found_type == s.expected_type}
     counters = {kind: streams[kind].counters for kind in STREAMS}
-    screen = SampleScreen(config.settings, mounts.imu_frame_id, counters)
+    screen = SampleScreen(config.settings, mounts.imu_frame_id, InputLimits.of(desc), counters)
     if readable:
         for topic, log_ns, msg in read_messages(bag, readable):
             kind = readable[topic]
