@@ -221,7 +221,7 @@ def test_bad_input_is_dropped_counted_and_survived(ros, circle_bag):
             feeder.send_msg(kind, msg)
     assert len(collector.messages["odometry"]) > n_odometry + 500  # kept publishing
     counters = observer.counters
-    assert counters["imu"]["dropped: not finite"] == 2  # NaN values, and covariances -1 ("not provided")
+    assert counters["imu"]["dropped: not finite or beyond full scale"] == 2  # NaN values, and covariances -1 ("not provided")
     assert any("not the vehicle's IMU frame" in key for key in counters["imu"])
     assert counters["gnss_fix"]["dropped: no fix"] == 1
     assert counters["gnss_fix"]["covariance replaced by the configured sigma"] >= 1
