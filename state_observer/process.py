@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .estimation.online import OpenLoop
 from .io.bag import BagWriter, IoError, bag_info, custom_data, read_messages, read_samples
 from .io.convert import OUTPUT_TOPICS
 from .io.record import DATUM_KEY
@@ -37,7 +38,9 @@ FORCE_COLUMNS = [f"f{c}_{w}_n" for c in "xyz" for w in WHEELS]
 SIGMA_COLUMNS = [f"f{c}_sigma_{w}_n" for c in "xyz" for w in WHEELS]
 ROW_COLUMNS = ["t_s", "x_m", "y_m", "z_m", "roll_rad", "pitch_rad", "yaw_rad", "speed_m_s", "yaw_rate_rad_s", "sideslip_rad",
                *FORCE_COLUMNS, "mass_kg", "friction"]
-ESTIMATE_COLUMNS = [*ROW_COLUMNS, "x_sigma_m", "y_sigma_m", "yaw_sigma_rad", *SIGMA_COLUMNS, "mass_sigma_kg", "friction_sigma"]
+ESTIMATE_COLUMNS = [*ROW_COLUMNS, "x_sigma_m", "y_sigma_m", "yaw_sigma_rad", *SIGMA_COLUMNS, "mass_sigma_kg", "friction_sigma",
+                    "sideslip_sigma_rad"]
+TRUTH_TOPICS = ("/truth/odometry", "/truth/tire_forces", "/truth/parameters")
 
 
 def load_config(params_file: str | Path | None = None, **overrides) -> ObserverConfig:
@@ -68,22 +71,39 @@ def _row(t_s, position, q_wxyz, v_body, yaw_rate, forces, mass, friction) -> lis
     return [t_s, *position, roll, pitch, yaw, speed, yaw_rate, sideslip, *np.asarray(forces).T.ravel(), mass, friction]
 
 
-def _estimate_row(e, t0_ns: int) -> list:
-    s = e.state
-    R_q = s.orientation_wxyz
+def _state_row(t_ns: int, s, t0_ns: int) -> list:
+    """Report row (ROW_COLUMNS) of a model state (TruthSample) at ``t_ns``."""
     from .sim.sensors import quaternion_to_matrix
 
-    v_body = quaternion_to_matrix(R_q).T @ s.velocity_enu_m_s
-    row = _row((e.stamp_ns - t0_ns) * 1e-9, s.position_enu_m, R_q, v_body, s.angular_velocity_body_rad_s[2], s.tire_force_n,
-               s.mass_kg, s.friction_coefficient)
+    v_body = quaternion_to_matrix(s.orientation_wxyz).T @ s.velocity_enu_m_s
+    return _row((t_ns - t0_ns) * 1e-9, s.position_enu_m, s.orientation_wxyz, v_body, s.angular_velocity_body_rad_s[2], s.tire_force_n,
+                s.mass_kg, s.friction_coefficient)
+
+
+def _estimate_row(e, t0_ns: int) -> list:
+    from .sim.sensors import quaternion_to_matrix
+
+    row = _state_row(e.stamp_ns, e.state, t0_ns)
+    v_body = quaternion_to_matrix(e.state.orientation_wxyz).T @ e.state.velocity_enu_m_s
     P = e.pose_covariance
     return row + [math.sqrt(P[0, 0]), math.sqrt(P[1, 1]), math.sqrt(P[5, 5]), *np.asarray(e.tire_force_sigma_n).T.ravel(),
-                  e.mass_sigma_kg, e.friction_sigma]
+                  e.mass_sigma_kg, e.friction_sigma, _sideslip_sigma(v_body, e.twist_covariance)]
+
+
+def _sideslip_sigma(v_body, twist_covariance) -> float:
+    """1-sigma (rad) of beta = atan2(v_y, v_x) from the base_link velocity covariance, to first order:
+    J C J^T with J = (-v_y, v_x) / (v_x^2 + v_y^2); NaN below 0.5 m/s, where beta is set to 0."""
+    vx, vy = float(v_body[0]), float(v_body[1])
+    s2 = vx * vx + vy * vy
+    if s2 <= 0.25:
+        return float("nan")
+    C = twist_covariance
+    return math.sqrt(max(vy * vy * C[0, 0] - 2 * vx * vy * C[0, 1] + vx * vx * C[1, 1], 0.0)) / s2
 
 
 def truth_rows(bag: Path, t0_ns: int) -> dict | None:
     """Report columns of the simulator's ``/truth/...`` topics (every 20 ms), or None without them."""
-    topics = ("/truth/odometry", "/truth/tire_forces", "/truth/parameters")
+    topics = TRUTH_TOPICS
     if not all(t in bag_info(bag).topics for t in topics):
         return None
     latest: dict[str, object] = {}
@@ -112,23 +132,62 @@ def _columns(rows: list, names: list) -> dict:
     return {name: data[:, i] for i, name in enumerate(names)}
 
 
+def _arrays(columns: dict, rows) -> dict:
+    """The arrays of :func:`state_observer.sim.evaluate.error_metrics` from report columns (rows: index or slice)."""
+    return dict(position=np.column_stack([columns["x_m"][rows], columns["y_m"][rows]]), yaw=columns["yaw_rad"][rows],
+                sideslip=columns["sideslip_rad"][rows], yaw_rate=columns["yaw_rate_rad_s"][rows], mass=columns["mass_kg"][rows],
+                friction=columns["friction"][rows],
+                tire_force=np.stack([[columns[f"f{c}_{w}_n"][rows] for c in "xyz"] for w in WHEELS]).transpose(2, 0, 1))
+
+
+def _earlier(t_ref: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Index of the latest t_ref <= t (+1 us) for each t (the first one before it)."""
+    return np.clip(np.searchsorted(t_ref, t + 1e-6) - 1, 0, len(t_ref) - 1)
+
+
 def accuracy(estimate: dict, truth: dict, skip_s: float) -> dict:
-    """The harness metrics (:func:`state_observer.sim.evaluate.error_metrics`) of report columns; truth taken at
-    the nearest earlier instant."""
+    """The harness metrics (:func:`state_observer.sim.evaluate.error_metrics`) of report columns after ``skip_s``
+    (mass and friction too: one window); truth taken at the nearest earlier instant."""
     from .sim.evaluate import error_metrics
 
     t = estimate["t_s"]
     if not (t >= skip_s).any():
         return {}
-    k = np.clip(np.searchsorted(truth["t_s"], t + 1e-6) - 1, 0, len(truth["t_s"]) - 1)
-
-    def arrays(columns, rows):
-        return dict(position=np.column_stack([columns["x_m"][rows], columns["y_m"][rows]]), sideslip=columns["sideslip_rad"][rows],
-                    yaw_rate=columns["yaw_rate_rad_s"][rows], mass=columns["mass_kg"][rows], friction=columns["friction"][rows],
-                    tire_force=np.stack([[columns[f"f{c}_{w}_n"][rows] for c in "xyz"] for w in WHEELS]).transpose(2, 0, 1))
-
-    out = error_metrics(t, arrays(truth, k), arrays(estimate, slice(None)), skip_s)
+    out = error_metrics(t, _arrays(truth, _earlier(truth["t_s"], t)), _arrays(estimate, slice(None)), skip_s, final_s=None)
     out["evaluated_after_s"] = float(skip_s)
+    return out
+
+
+def baselines(estimate: dict, truth: dict, gnss: dict, open_loop: dict | None, gnss_lever_arm_m, skip_s: float) -> dict:
+    """The same metrics as :func:`accuracy`, on the estimate's samples after ``skip_s``, of three baselines:
+    ``open loop`` (report columns of :class:`~state_observer.estimation.online.OpenLoop`, taken at the nearest
+    earlier instant), ``zero sideslip`` (beta = 0) and ``GNSS alone`` (each fix against the true antenna position,
+    base_link + R(roll, pitch, yaw) lever arm, fixes after ``skip_s``)."""
+    from .sim.evaluate import error_metrics
+
+    t = estimate["t_s"]
+    if not (t >= skip_s).any():
+        return {}
+    true_at_t = _arrays(truth, _earlier(truth["t_s"], t))
+    out: dict = {}
+    if open_loop is not None and len(open_loop["t_s"]):
+        ran = t <= open_loop["t_s"][-1] + 0.1  # a model that failed: its metrics over the part it ran
+        out["open loop"] = {}
+        if (t[ran] >= skip_s).any():
+            ol = _arrays(open_loop, _earlier(open_loop["t_s"], t[ran]))
+            out["open loop"] = error_metrics(t[ran], {k: v[ran] for k, v in true_at_t.items()}, ol, skip_s, final_s=None)
+    out["zero sideslip"] = error_metrics(t, {"sideslip": true_at_t["sideslip"]}, {"sideslip": np.zeros(len(t))}, skip_s)
+    tg = np.asarray(gnss.get("t_s", []), dtype=float)
+    if (tg >= skip_s).any():
+        k = _earlier(truth["t_s"], tg)
+        r, p, y = truth["roll_rad"][k], truth["pitch_rad"][k], truth["yaw_rad"][k]
+        a = np.asarray(gnss_lever_arm_m, dtype=float)
+        cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
+        antenna = np.column_stack([  # rows x, y of Rz(yaw) Ry(pitch) Rx(roll) a, added to base_link
+            truth["x_m"][k] + cy * cp * a[0] + (cy * sp * sr - sy * cr) * a[1] + (cy * sp * cr + sy * sr) * a[2],
+            truth["y_m"][k] + sy * cp * a[0] + (sy * sp * sr + cy * cr) * a[1] + (sy * sp * cr - cy * sr) * a[2]])
+        fixes = np.column_stack([gnss["x_m"], gnss["y_m"]])
+        out["GNSS alone"] = error_metrics(tg, {"position": antenna}, {"position": fixes}, skip_s)
     return out
 
 
@@ -163,6 +222,9 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     checked_t_ns = None
     next_row_ns = next_diag_ns = None
     rows_with_tire_forces = 20.0 <= config.rates["tire_forces"] <= 100.0  # then a row with each (the same estimate)
+    open_loop_rows: list = []  # the report's baseline: the observer's model without corrections (bags with truth)
+    open_loop = (OpenLoop(observer, lambda t_ns, x: open_loop_rows.append(_state_row(t_ns, x, first_ns)), REPORT_PERIOD_NS)
+                 if all(t in info.topics for t in TRUTH_TOPICS) else None)
     n_in = 0
     start = time.perf_counter()
     with BagWriter(out_dir / "bag", overwrite=True, custom_data={"source": str(bag), "tool": "state-observer process"}) as writer:
@@ -172,6 +234,8 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
             for out in pipeline.feed(sample):
                 writer.write_raw(OUTPUT_TOPICS[out.kind], out.msgtype, out.cdr(pipeline.store), log_ns)
                 row_due |= out.kind == "tire_forces"
+            if open_loop is not None:
+                open_loop.feed(sample)
             if not observer.started:
                 continue
             t_ns = observer.t_ns
@@ -215,9 +279,17 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
         "sensors": {f"{kind} {key}": n for kind, c in observer.counters.items() for key, n in c.items()},
         "output": {f"topic {t}": n for t, n in counts.items()},
     }
+    t_end = float(estimate["t_s"][-1]) if len(estimate["t_s"]) else 0.0
+    skip = round(min(skip_s, t_end / 3), 1)  # one evaluation window for the summary and the whole report
+    summary["evaluation window"] = {"from_s": skip, "to_s": round(t_end, 3), "settling_s": skip_s}
     if truth is not None and len(estimate["t_s"]):
-        skip = min(skip_s, 0.33 * float(estimate["t_s"][-1]))
         summary["accuracy against truth"] = accuracy(estimate, truth, skip)
+        ol = _columns(open_loop_rows, ROW_COLUMNS) if open_loop is not None and open_loop_rows else None
+        summary["baselines against truth"] = base = baselines(estimate, truth, gnss, ol, observer.mounts.gnss_position_m, skip)
+        if ol is not None and "open loop" in base:
+            base["open loop"].update({"model mass kg": float(ol["mass_kg"][0]), "model friction": float(ol["friction"][0]),
+                                      "failed": open_loop.failed})
+            summary["timing"]["open-loop baseline s"] = round(open_loop.wall_s, 3)
     if report:
         from .report import write_run
 
