@@ -101,9 +101,13 @@ def _sideslip_sigma(v_body, twist_covariance) -> float:
     return math.sqrt(max(vy * vy * C[0, 0] - 2 * vx * vy * C[0, 1] + vx * vx * C[1, 1], 0.0)) / s2
 
 
-def truth_rows(bag: Path, t0_ns: int) -> dict | None:
-    """Report columns of the simulator's ``/truth/...`` topics (every 20 ms), or None without them."""
+def truth_rows(bag: Path, t0_ns: int, at_s=None) -> dict | None:
+    """Report columns of the simulator's ``/truth/...`` topics, or None without them: every 20 ms, or with
+    ``at_s`` (s after ``t0_ns``, sorted) the first truth stamped at or after each of those instants (the estimate's
+    times: truth and estimate on the same samples)."""
     topics = TRUTH_TOPICS
+    wanted = None if at_s is None else t0_ns + np.round(np.asarray(at_s, dtype=float) * 1e9).astype(np.int64)
+    k = 0
     if not all(t in bag_info(bag).topics for t in topics):
         return None
     latest: dict[str, object] = {}
@@ -115,9 +119,15 @@ def truth_rows(bag: Path, t0_ns: int) -> dict | None:
             continue
         odo = latest["/truth/odometry"]
         stamp = odo.header.stamp.sec * _NS + odo.header.stamp.nanosec
-        if next_ns is not None and stamp < next_ns:
+        if wanted is not None:
+            if k == len(wanted) or stamp < wanted[k] - 1000:  # 1 us: rounding of the seconds
+                continue
+            while k < len(wanted) and wanted[k] <= stamp + 1000:
+                k += 1
+        elif next_ns is not None and stamp < next_ns:
             continue
-        next_ns = stamp + REPORT_PERIOD_NS
+        else:
+            next_ns = stamp + REPORT_PERIOD_NS
         pose, twist = odo.pose.pose, odo.twist.twist
         forces = np.array([[w.fx_n, w.fy_n, w.fz_n] for w in latest["/truth/tire_forces"].wheels])
         par = latest["/truth/parameters"]
@@ -267,7 +277,7 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     innov["sensor_index"] = np.array([index[int(i)] for i in innov["sensor_index"]], dtype=float)
     innov["sensor_names"] = [sensor_names[i] for i in used]
     innov["dof"] = [int(stats[sensor_names[i]].dof) for i in used]
-    truth = truth_rows(bag, first_ns)
+    truth = truth_rows(bag, first_ns, estimate["t_s"])
     summary = {
         "input": {"bag": str(bag), "duration_s": round(duration_s, 3), "sensor messages": n_in,
                   **{f"topic {topic}": info.topics[topic][1] for topic in wanted.values()}},
