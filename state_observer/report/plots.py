@@ -302,7 +302,7 @@ def _errors(run: _Run):
         ax.set_ylabel(label.replace(" error", "").replace("East position", "east").replace("North position", "north")
                       .replace("Heading", "heading").replace("Sideslip", "sideslip β"))
     for ax, (axis, what) in zip(axes[:3, 1], (("fx", "longitudinal Fx"), ("fy", "lateral Fy"), ("fz", "normal Fz"))):
-        inside[f"tire force {axis.upper()}"] = _force_errors(run, ax, axis, what)
+        inside[f"tire force {axis.capitalize()}"] = _force_errors(run, ax, axis, what)
     ax = axes[3, 1]
     err = run.error("mass_kg")
     if err is None:
