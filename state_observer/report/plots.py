@@ -18,7 +18,7 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import MaxNLocator, NullLocator
 from scipy.special import chdtri
 
 MAX_POINTS = 1500       # samples per plotted line (figures are 1200-1400 px wide)
@@ -251,6 +251,9 @@ def _figure(width: float, height: float, rows: int, cols: int, top: float = 0.93
     fig = Figure(figsize=(width, height))
     axes = fig.subplots(rows, cols, squeeze=False, **kwargs)
     fig.subplots_adjust(left=left, right=right, top=top, bottom=bottom, hspace=hspace, wspace=wspace)
+    for ax in axes.ravel():  # fewer ticks than the default locator: each costs a few artists to draw
+        ax.xaxis.set_major_locator(MaxNLocator(6, steps=[1, 2, 2.5, 5, 10]))
+        ax.yaxis.set_major_locator(MaxNLocator(5, steps=[1, 2, 2.5, 5, 10]))
     return fig, axes
 
 
