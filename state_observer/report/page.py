@@ -49,6 +49,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.best { font-weight: 700; }
 td.met { background: #e3f4e3; color: #17631b; font-weight: 600; }
 td.notmet { background: #fbe4e4; color: #9c1c1c; font-weight: 600; }
+td.warn { background: #fdf1dc; color: #8a5a00; font-weight: 600; }
 .note { color: #444; font-size: 14px; max-width: 1100px; }
 pre { background: #f6f8fa; padding: 8px 12px; font-size: 13px; overflow-x: auto; }
 figure { margin: 18px 0; }
@@ -269,7 +270,7 @@ def _nis_table(rows: list[dict]) -> str:
                  f"{bounds[0]:.3g} – {bounds[1]:.3g}" if bounds else "–",
                  f"{r['inside_95_percent']:.1f}" if r["inside_95_percent"] is not None else "–"]
         verdict = r["verdict"]
-        cls = {"consistent": "met", "overconfident": "notmet", "conservative": "notmet"}.get(verdict)
+        cls = {"consistent": "met", "overconfident": "notmet", "conservative": "warn"}.get(verdict)  # too wide: safe side
         body.append(f'<tr><th scope="row">{html.escape(r["sensor"])}</th>' + "".join(_cell(c) for c in cells)
                     + (f'<td class="{cls}">{verdict}</td>' if cls else f"<td>{verdict}</td>") + "</tr>")
     header = "".join(f"<th>{html.escape(h)}</th>" for h in head)
