@@ -14,8 +14,8 @@ summary and the whole report.  With ground truth in the bag (truth sampled at th
 summary holds the accuracy in that window (the harness' metrics, :func:`state_observer.sim.evaluate.error_metrics`:
 position, heading, sideslip and yaw-rate RMSE, tire-force RMSE per component over the peak truth value, mean
 mass and friction errors) and the same metrics of three baselines on the same samples: the observer's model run
-open loop (:class:`~state_observer.estimation.online.OpenLoop`, stepped alongside), the GNSS fixes alone and
-zero sideslip.
+open loop (:class:`~state_observer.estimation.online.OpenLoop`, stepped alongside; only with the report), the
+GNSS fixes alone and zero sideslip.
 """
 from __future__ import annotations
 
@@ -238,7 +238,7 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     rows_with_tire_forces = 20.0 <= config.rates["tire_forces"] <= 100.0  # then a row with each (the same estimate)
     open_loop_rows: list = []  # the report's baseline: the observer's model without corrections (bags with truth)
     open_loop = (OpenLoop(observer, lambda t_ns, x: open_loop_rows.append(_state_row(t_ns, x, first_ns)), REPORT_PERIOD_NS)
-                 if all(t in info.topics for t in TRUTH_TOPICS) else None)
+                 if report and all(t in info.topics for t in TRUTH_TOPICS) else None)  # not in bench timings
     n_in = 0
     start = time.perf_counter()
     with BagWriter(out_dir / "bag", overwrite=True, custom_data={"source": str(bag), "tool": "state-observer process"}) as writer:
