@@ -9,9 +9,13 @@ the output directory:
 - ``estimate.csv``, ``gnss.csv``, ``innovations.csv`` (+ ``truth.csv`` when the bag has the simulator's
   ``/truth/...`` topics), ``summary.json`` and ``report.html`` with its PNG plots (:mod:`state_observer.report`).
 
-With ground truth in the bag, the summary holds the accuracy after the first ``skip_s`` seconds (the
-harness' metrics: position, sideslip and yaw-rate RMSE, tire-force RMSE per component over the peak truth
-value, mass error over the final 10 s, friction error).
+One evaluation window, ``t >= min(skip_s, a third of the run)`` (summary "evaluation window"), serves the
+summary and the whole report.  With ground truth in the bag (truth sampled at the estimate's instants), the
+summary holds the accuracy in that window (the harness' metrics, :func:`state_observer.sim.evaluate.error_metrics`:
+position, heading, sideslip and yaw-rate RMSE, tire-force RMSE per component over the peak truth value, mean
+mass and friction errors) and the same metrics of three baselines on the same samples: the observer's model run
+open loop (:class:`~state_observer.estimation.online.OpenLoop`, stepped alongside; only with the report), the
+GNSS fixes alone and zero sideslip.
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .estimation.online import StreamLoss, stream_losses
+from .estimation.online import OpenLoop, StreamLoss, stream_losses
 from .io.bag import BagWriter, IoError, bag_info, custom_data, read_messages
 from .io.convert import OUTPUT_TOPICS, SENSOR_MSGTYPES
 from .io.record import DATUM_KEY
@@ -39,7 +43,9 @@ FORCE_COLUMNS = [f"f{c}_{w}_n" for c in "xyz" for w in WHEELS]
 SIGMA_COLUMNS = [f"f{c}_sigma_{w}_n" for c in "xyz" for w in WHEELS]
 ROW_COLUMNS = ["t_s", "x_m", "y_m", "z_m", "roll_rad", "pitch_rad", "yaw_rad", "speed_m_s", "yaw_rate_rad_s", "sideslip_rad",
                *FORCE_COLUMNS, "mass_kg", "friction"]
-ESTIMATE_COLUMNS = [*ROW_COLUMNS, "x_sigma_m", "y_sigma_m", "yaw_sigma_rad", *SIGMA_COLUMNS, "mass_sigma_kg", "friction_sigma"]
+ESTIMATE_COLUMNS = [*ROW_COLUMNS, "x_sigma_m", "y_sigma_m", "yaw_sigma_rad", *SIGMA_COLUMNS, "mass_sigma_kg", "friction_sigma",
+                    "sideslip_sigma_rad"]
+TRUTH_TOPICS = ("/truth/odometry", "/truth/tire_forces", "/truth/parameters")
 
 
 def _angles(q_wxyz) -> tuple[float, float, float]:
@@ -58,22 +64,43 @@ def _row(t_s, position, q_wxyz, v_body, yaw_rate, forces, mass, friction) -> lis
     return [t_s, *position, roll, pitch, yaw, speed, yaw_rate, sideslip, *np.asarray(forces).T.ravel(), mass, friction]
 
 
-def _estimate_row(e, t0_ns: int) -> list:
-    s = e.state
-    R_q = s.orientation_wxyz
+def _state_row(t_ns: int, s, t0_ns: int) -> list:
+    """Report row (ROW_COLUMNS) of a model state (TruthSample) at ``t_ns``."""
     from .sim.sensors import quaternion_to_matrix
 
-    v_body = quaternion_to_matrix(R_q).T @ s.velocity_enu_m_s
-    row = _row((e.stamp_ns - t0_ns) * 1e-9, s.position_enu_m, R_q, v_body, s.angular_velocity_body_rad_s[2], s.tire_force_n,
-               s.mass_kg, s.friction_coefficient)
+    v_body = quaternion_to_matrix(s.orientation_wxyz).T @ s.velocity_enu_m_s
+    return _row((t_ns - t0_ns) * 1e-9, s.position_enu_m, s.orientation_wxyz, v_body, s.angular_velocity_body_rad_s[2], s.tire_force_n,
+                s.mass_kg, s.friction_coefficient)
+
+
+def _estimate_row(e, t0_ns: int) -> list:
+    from .sim.sensors import quaternion_to_matrix
+
+    row = _state_row(e.stamp_ns, e.state, t0_ns)
+    v_body = quaternion_to_matrix(e.state.orientation_wxyz).T @ e.state.velocity_enu_m_s
     P = e.pose_covariance
     return row + [math.sqrt(P[0, 0]), math.sqrt(P[1, 1]), math.sqrt(P[5, 5]), *np.asarray(e.tire_force_sigma_n).T.ravel(),
-                  e.mass_sigma_kg, e.friction_sigma]
+                  e.mass_sigma_kg, e.friction_sigma, _sideslip_sigma(v_body, e.twist_covariance)]
 
 
-def truth_rows(bag: Path, t0_ns: int) -> dict | None:
-    """Report columns of the simulator's ``/truth/...`` topics (every 20 ms), or None without them."""
-    topics = ("/truth/odometry", "/truth/tire_forces", "/truth/parameters")
+def _sideslip_sigma(v_body, twist_covariance) -> float:
+    """1-sigma (rad) of beta = atan2(v_y, v_x) from the base_link velocity covariance, to first order:
+    J C J^T with J = (-v_y, v_x) / (v_x^2 + v_y^2); NaN below 0.5 m/s, where beta is set to 0."""
+    vx, vy = float(v_body[0]), float(v_body[1])
+    s2 = vx * vx + vy * vy
+    if s2 <= 0.25:
+        return float("nan")
+    C = twist_covariance
+    return math.sqrt(max(vy * vy * C[0, 0] - 2 * vx * vy * C[0, 1] + vx * vx * C[1, 1], 0.0)) / s2
+
+
+def truth_rows(bag: Path, t0_ns: int, at_s=None) -> dict | None:
+    """Report columns of the simulator's ``/truth/...`` topics, or None without them: every 20 ms, or with
+    ``at_s`` (s after ``t0_ns``, sorted) the first truth stamped at or after each of those instants (the estimate's
+    times: truth and estimate on the same samples)."""
+    topics = TRUTH_TOPICS
+    wanted = None if at_s is None else t0_ns + np.round(np.asarray(at_s, dtype=float) * 1e9).astype(np.int64)
+    k = 0
     if not all(t in bag_info(bag).topics for t in topics):
         return None
     latest: dict[str, object] = {}
@@ -85,9 +112,15 @@ def truth_rows(bag: Path, t0_ns: int) -> dict | None:
             continue
         odo = latest["/truth/odometry"]
         stamp = odo.header.stamp.sec * _NS + odo.header.stamp.nanosec
-        if next_ns is not None and stamp < next_ns:
+        if wanted is not None:
+            if k == len(wanted) or stamp < wanted[k] - 1000:  # 1 us: rounding of the seconds
+                continue
+            while k < len(wanted) and wanted[k] <= stamp + 1000:
+                k += 1
+        elif next_ns is not None and stamp < next_ns:
             continue
-        next_ns = stamp + REPORT_PERIOD_NS
+        else:
+            next_ns = stamp + REPORT_PERIOD_NS
         pose, twist = odo.pose.pose, odo.twist.twist
         forces = np.array([[w.fx_n, w.fy_n, w.fz_n] for w in latest["/truth/tire_forces"].wheels])
         par = latest["/truth/parameters"]
@@ -102,23 +135,62 @@ def _columns(rows: list, names: list) -> dict:
     return {name: data[:, i] for i, name in enumerate(names)}
 
 
+def _arrays(columns: dict, rows) -> dict:
+    """The arrays of :func:`state_observer.sim.evaluate.error_metrics` from report columns (rows: index or slice)."""
+    return dict(position=np.column_stack([columns["x_m"][rows], columns["y_m"][rows]]), yaw=columns["yaw_rad"][rows],
+                sideslip=columns["sideslip_rad"][rows], yaw_rate=columns["yaw_rate_rad_s"][rows], mass=columns["mass_kg"][rows],
+                friction=columns["friction"][rows],
+                tire_force=np.stack([[columns[f"f{c}_{w}_n"][rows] for c in "xyz"] for w in WHEELS]).transpose(2, 0, 1))
+
+
+def _earlier(t_ref: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Index of the latest t_ref <= t (+1 us) for each t (the first one before it)."""
+    return np.clip(np.searchsorted(t_ref, t + 1e-6) - 1, 0, len(t_ref) - 1)
+
+
 def accuracy(estimate: dict, truth: dict, skip_s: float) -> dict:
-    """The harness metrics (:func:`state_observer.sim.evaluate.error_metrics`) of report columns; truth taken at
-    the nearest earlier instant."""
+    """The harness metrics (:func:`state_observer.sim.evaluate.error_metrics`) of report columns after ``skip_s``
+    (mass and friction too: one window); truth taken at the nearest earlier instant."""
     from .sim.evaluate import error_metrics
 
     t = estimate["t_s"]
     if not (t >= skip_s).any():
         return {}
-    k = np.clip(np.searchsorted(truth["t_s"], t + 1e-6) - 1, 0, len(truth["t_s"]) - 1)
-
-    def arrays(columns, rows):
-        return dict(position=np.column_stack([columns["x_m"][rows], columns["y_m"][rows]]), sideslip=columns["sideslip_rad"][rows],
-                    yaw_rate=columns["yaw_rate_rad_s"][rows], mass=columns["mass_kg"][rows], friction=columns["friction"][rows],
-                    tire_force=np.stack([[columns[f"f{c}_{w}_n"][rows] for c in "xyz"] for w in WHEELS]).transpose(2, 0, 1))
-
-    out = error_metrics(t, arrays(truth, k), arrays(estimate, slice(None)), skip_s)
+    out = error_metrics(t, _arrays(truth, _earlier(truth["t_s"], t)), _arrays(estimate, slice(None)), skip_s, final_s=None)
     out["evaluated_after_s"] = float(skip_s)
+    return out
+
+
+def baselines(estimate: dict, truth: dict, gnss: dict, open_loop: dict | None, gnss_lever_arm_m, skip_s: float) -> dict:
+    """The same metrics as :func:`accuracy`, on the estimate's samples after ``skip_s``, of three baselines:
+    ``open loop`` (report columns of :class:`~state_observer.estimation.online.OpenLoop`, taken at the nearest
+    earlier instant), ``zero sideslip`` (beta = 0) and ``GNSS alone`` (each fix against the true antenna position,
+    base_link + R(roll, pitch, yaw) lever arm, fixes after ``skip_s``)."""
+    from .sim.evaluate import error_metrics
+
+    t = estimate["t_s"]
+    if not (t >= skip_s).any():
+        return {}
+    true_at_t = _arrays(truth, _earlier(truth["t_s"], t))
+    out: dict = {}
+    if open_loop is not None and len(open_loop["t_s"]):
+        ran = t <= open_loop["t_s"][-1] + 0.1  # a model that failed: its metrics over the part it ran
+        out["open loop"] = {}
+        if (t[ran] >= skip_s).any():
+            ol = _arrays(open_loop, _earlier(open_loop["t_s"], t[ran]))
+            out["open loop"] = error_metrics(t[ran], {k: v[ran] for k, v in true_at_t.items()}, ol, skip_s, final_s=None)
+    out["zero sideslip"] = error_metrics(t, {"sideslip": true_at_t["sideslip"]}, {"sideslip": np.zeros(len(t))}, skip_s)
+    tg = np.asarray(gnss.get("t_s", []), dtype=float)
+    if (tg >= skip_s).any():
+        k = _earlier(truth["t_s"], tg)
+        r, p, y = truth["roll_rad"][k], truth["pitch_rad"][k], truth["yaw_rad"][k]
+        a = np.asarray(gnss_lever_arm_m, dtype=float)
+        cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
+        antenna = np.column_stack([  # rows x, y of Rz(yaw) Ry(pitch) Rx(roll) a, added to base_link
+            truth["x_m"][k] + cy * cp * a[0] + (cy * sp * sr - sy * cr) * a[1] + (cy * sp * cr + sy * sr) * a[2],
+            truth["y_m"][k] + sy * cp * a[0] + (sy * sp * sr + cy * cr) * a[1] + (sy * sp * cr - cy * sr) * a[2]])
+        fixes = np.column_stack([gnss["x_m"], gnss["y_m"]])
+        out["GNSS alone"] = error_metrics(tg, {"position": antenna}, {"position": fixes}, skip_s)
     return out
 
 
@@ -190,6 +262,9 @@ def _process_into(bag: Path, out_dir: Path, info, wanted: dict, config: Observer
     checked_t_ns = None
     next_row_ns = next_diag_ns = None
     rows_with_tire_forces = 20.0 <= config.rates["tire_forces"] <= 100.0  # then a row with each (the same estimate)
+    open_loop_rows: list = []  # the report's baseline: the observer's model without corrections (bags with truth)
+    open_loop = (OpenLoop(observer, lambda t_ns, x: open_loop_rows.append(_state_row(t_ns, x, first_ns)), REPORT_PERIOD_NS)
+                 if report and all(t in info.topics for t in TRUTH_TOPICS) else None)  # not in bench timings
     n_in = 0
     start = time.perf_counter()
     with BagWriter(out_dir / "bag", overwrite=True, custom_data={"source": str(bag), "tool": "state-observer process"}) as writer:
@@ -203,6 +278,8 @@ def _process_into(bag: Path, out_dir: Path, info, wanted: dict, config: Observer
             for out in pipeline.feed(sample):
                 writer.write_raw(OUTPUT_TOPICS[out.kind], out.msgtype, out.cdr(pipeline.store), log_ns)
                 row_due |= out.kind == "tire_forces"
+            if open_loop is not None:
+                open_loop.feed(sample)
             if not observer.started:
                 continue
             t_ns = observer.t_ns
@@ -234,7 +311,7 @@ def _process_into(bag: Path, out_dir: Path, info, wanted: dict, config: Observer
     innov["sensor_index"] = np.array([index[int(i)] for i in innov["sensor_index"]], dtype=float)
     innov["sensor_names"] = [sensor_names[i] for i in used]
     innov["dof"] = [int(stats[sensor_names[i]].dof) for i in used]
-    truth = truth_rows(bag, first_ns)
+    truth = truth_rows(bag, first_ns, estimate["t_s"])
     summary = {
         "input": {"bag": str(bag), "duration_s": round(duration_s, 3), "sensor messages": n_in,
                   **{f"topic {topic}": info.topics[topic][1] for topic in wanted.values()}},
@@ -247,9 +324,17 @@ def _process_into(bag: Path, out_dir: Path, info, wanted: dict, config: Observer
         "output": {f"topic {t}": n for t, n in counts.items()},
         "dropped": {wanted[kind]: {**loss._asdict(), "share": round(loss.share, 4)} for kind, loss in stream_losses(observer.counters).items() if kind in wanted and loss.dropped and (kind == "steering" or kind in config.settings.sensors)},
     }
+    t_end = float(estimate["t_s"][-1]) if len(estimate["t_s"]) else 0.0
+    skip = round(min(skip_s, t_end / 3), 1)  # one evaluation window for the summary and the whole report
+    summary["evaluation window"] = {"from_s": skip, "to_s": round(t_end, 3), "settling_s": skip_s}
     if truth is not None and len(estimate["t_s"]):
-        skip = min(skip_s, 0.33 * float(estimate["t_s"][-1]))
         summary["accuracy against truth"] = accuracy(estimate, truth, skip)
+        ol = _columns(open_loop_rows, ROW_COLUMNS) if open_loop is not None and open_loop_rows else None
+        summary["baselines against truth"] = base = baselines(estimate, truth, gnss, ol, observer.mounts.gnss_position_m, skip)
+        if ol is not None and "open loop" in base:
+            base["open loop"].update({"model mass kg": float(ol["mass_kg"][0]), "model friction": float(ol["friction"][0]),
+                                      "failed": open_loop.failed})
+            summary["timing"]["open-loop baseline s"] = round(open_loop.wall_s, 3)
     if progress is not None:
         progress(duration_s, duration_s)
     if report:
@@ -257,8 +342,9 @@ def _process_into(bag: Path, out_dir: Path, info, wanted: dict, config: Observer
 
         if say is not None:
             say("drawing the report")
-
+        report_start = time.perf_counter()
         write_run(out_dir, estimate, gnss, innov, truth, summary, title=f"state_observer: {bag.name}")
+        summary["timing"]["report s"] = round(time.perf_counter() - report_start, 3)  # returned and printed only
     else:
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary

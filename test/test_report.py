@@ -130,13 +130,14 @@ def test_full_run_report_and_csv_round_trip(tmp_path):
     run_dir = tmp_path / "run"
     assert path == run_dir / "report.html"
     page = _check_report(run_dir)
-    expected_pngs = {"trajectory.png", "speed_yaw_rate.png", "sideslip.png", "tire_forces.png",
-                     "parameters.png", "innovations.png", "position_error.png"}
+    expected_pngs = {"errors.png", "trajectory.png", "states.png", "tire_forces.png", "parameters.png",
+                     "innovations.png"}
     assert {p.name for p in run_dir.glob("*.png")} == expected_pngs
     # title escaped, summary tables and their values present
     assert "<title>Circle &lt;test&gt;</title>" in page and "Circle <test>" not in page
-    for key in ("input", "accuracy against truth", "diagnostics", "timing"):
+    for key in ("input", "diagnostics", "timing"):  # details; the accuracy is in the verdict
         assert f"<caption>{html.escape(key)}</caption>" in page
+    assert "<caption>accuracy against truth</caption>" not in page
     for text in ("0.2346", "0.41", "123456", "17.5", "812.5", "2.25", "errorekf", "yes",
                  "solver / iterations_mean", html.escape("/data/run<1>.mcap"), "gnss_velocity"):
         assert text in page, text
@@ -182,11 +183,11 @@ def test_no_truth_no_gnss_no_summary(tmp_path):
     estimate, _, innovations, truth, summary = synthetic_run(n=800, gnss=False)
     # a directory that held a run with truth: its truth, summary and error plot must go
     write_run(tmp_path, estimate, *synthetic_run(n=800)[1:3], truth, summary)
-    assert (tmp_path / "position_error.png").is_file()
+    assert (tmp_path / "errors.png").is_file()
     empty_gnss = {"t_s": np.empty(0), "x_m": np.empty(0), "y_m": np.empty(0), "accepted": np.empty(0)}
     write_run(tmp_path, estimate, empty_gnss, innovations)
     page = _check_report(tmp_path)
-    assert not (tmp_path / "position_error.png").exists()
+    assert not (tmp_path / "errors.png").exists()
     assert not (tmp_path / "truth.csv").exists() and not (tmp_path / "summary.json").exists()
     assert "no ground truth" in page
     back = read_run(tmp_path)
@@ -245,3 +246,153 @@ def test_nan_values_and_missing_optional_columns(tmp_path):
     back = read_run(tmp_path)
     assert np.isnan(back["estimate"]["friction"][:100]).all()
     _assert_columns_equal(back["estimate"], estimate)
+
+
+# ----------------------------------------------------------- reports of real processed bags (process_bag)
+
+SENSOR_TOPICS = ("/imu/data", "/gps/fix", "/gps/vel", "/wheel_states", "/steering_state")
+
+
+@pytest.fixture(scope="module")
+def processed(tmp_path_factory):
+    """(run dir with truth, run dir without truth) of a simulated 9 s circle processed by state-observer
+    process; the second bag holds the same sensor messages without the /truth/... topics."""
+    from state_observer.io.bag import BagWriter, read_raw
+    from state_observer.io.record import simulate_command
+    from state_observer.process import process_bag
+
+    root = tmp_path_factory.mktemp("report_bags")
+    assert simulate_command("steady_circle", root / "sim", duration_s=9.0, seed=1) == 0
+    with BagWriter(root / "real") as writer:
+        for topic, msgtype, log_ns, data in read_raw(root / "sim", SENSOR_TOPICS):
+            writer.write_raw(topic, msgtype, data, log_ns)
+    process_bag(root / "sim", root / "with_truth")
+    process_bag(root / "real", root / "no_truth")
+    return root / "with_truth", root / "no_truth"
+
+
+def _section(page: str, start: str, end: str) -> str:
+    """The text from start to the next end after it."""
+    i = page.index(start)
+    return page[i:page.index(end, i)]
+
+
+def _cells(page: str, row_label: str) -> list[str]:
+    """Texts of the cells of the table row whose header is row_label."""
+    row = re.search(r"<tr><th scope=\"row\">" + re.escape(html.escape(row_label)) + r"</th>(.*?)</tr>", page).group(1)
+    return [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+
+
+def test_verdict_comes_first_and_holds_the_baselines(processed):
+    from state_observer.report.page import format_value
+
+    run_dir = processed[0]
+    page = _check_report(run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    accuracy, baselines = summary["accuracy against truth"], summary["baselines against truth"]
+    # order: window, verdict, then the error figure, then everything else
+    positions = [page.index(s) for s in ('id="window"', 'id="verdict"', '<img src="errors.png"', 'id="bag"',
+                                         '<img src="trajectory.png"', 'id="details"')]
+    assert positions == sorted(positions)
+    assert page.index('id="verdict"') < page.index("<img")
+    verdict = _section(page, 'id="verdict"', '<img src="errors.png"')
+    header = re.search(r'<table class="verdict">.*?</tr>', verdict).group(0)
+    for column in ("observer", "open loop", "GNSS alone", "zero sideslip", "target", "verdict"):
+        assert f"<th>{column}</th>" in header, column
+    # each cell is the summary's figure (one implementation of the metrics: sim.evaluate.error_metrics)
+    cells = _cells(verdict, "position (horizontal) RMSE")
+    assert cells[:5] == ["m", format_value(accuracy["position_rmse_m"]), format_value(baselines["open loop"]["position_rmse_m"]),
+                         format_value(baselines["GNSS alone"]["position_rmse_m"]), "–"]
+    assert cells[-1] == ("met" if accuracy["position_rmse_m"] <= 0.25 else "not met")
+    cells = _cells(verdict, "sideslip RMSE")
+    assert cells[1:5] == [format_value(accuracy["sideslip_rmse_deg"]), format_value(baselines["open loop"]["sideslip_rmse_deg"]),
+                          "–", format_value(baselines["zero sideslip"]["sideslip_rmse_deg"])]
+    assert cells[-2:] == ["≤ 0.15", "met" if accuracy["sideslip_rmse_deg"] <= 0.15 else "not met"]
+    # the baselines are what they say: zero sideslip is the RMS of the true sideslip on the estimate's samples
+    # in the window; the open loop drifts away without GNSS and runs the observer's initial mass
+    estimate = read_run(run_dir)["estimate"]
+    truth = read_run(run_dir)["truth"]
+    start = summary["evaluation window"]["from_s"]
+    k = np.searchsorted(truth["t_s"], estimate["t_s"] + 1e-6) - 1
+    keep = estimate["t_s"] >= start
+    np.testing.assert_allclose(baselines["zero sideslip"]["sideslip_rmse_deg"],
+                               np.degrees(np.sqrt(np.mean(truth["sideslip_rad"][k][keep] ** 2))), rtol=1e-9)
+    assert baselines["open loop"]["position_rmse_m"] > 2 * accuracy["position_rmse_m"]
+    assert baselines["open loop"]["model mass kg"] == pytest.approx(estimate["mass_kg"][0])
+    assert baselines["open loop"]["failed"] is None
+    assert 0.3 < baselines["GNSS alone"]["position_rmse_m"] < 5.0
+    assert "open loop</b>: the observer's own model" in verdict
+    # the output bag is linked, with the commands that open it
+    bag = _section(page, 'id="bag"', "</section>")
+    assert '<a href="bag/">bag/</a>' in bag and "ros2 bag play" in bag and "Foxglove" in bag and "bag.db3" in bag
+
+
+def test_one_window_stated_once_and_used_everywhere(processed):
+    run_dir = processed[0]
+    page = (run_dir / "report.html").read_text()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    window = summary["evaluation window"]
+    assert 0 < window["from_s"] < window["to_s"]
+    assert summary["accuracy against truth"]["evaluated_after_s"] == window["from_s"]
+    assert page.count("Evaluation window") == 1 and page.count("evaluated_after_s") == 0
+    assert f"Evaluation window: t = {window['from_s']:.1f} s to {window['to_s']:.1f} s" in page
+    # the NIS table counts the updates inside the window only
+    innovations = read_run(run_dir)["innovations"]
+    names = innovations["sensor_names"]
+    k = names.index("gnss_fix")
+    in_window = (innovations["sensor_index"] == k) & (innovations["t_s"] >= window["from_s"])
+    assert 0 < in_window.sum() < (innovations["sensor_index"] == k).sum()
+    assert _cells(page, "gnss_fix")[1] == str(int(in_window.sum()))
+
+
+def test_sideslip_has_a_sigma_band(processed):
+    from matplotlib.collections import PolyCollection
+
+    from state_observer.report import plots
+
+    run_dir = processed[0]
+    run = read_run(run_dir)
+    estimate = run["estimate"]
+    sigma = estimate["sideslip_sigma_rad"]
+    moving = estimate["speed_m_s"] > 1.0
+    assert moving.any() and np.isfinite(sigma[moving]).all() and (sigma[moving] > 0).all()
+    assert np.degrees(np.median(sigma[moving])) < 5.0
+    # the drawn band is estimate ± 3 sigma
+    r = plots._Run(run["estimate"], run["gnss"], run["innovations"], run["truth"], 0.0)
+    fig = plots._states(r)
+    ax = fig.axes[2]
+    assert "sideslip" in ax.get_ylabel()
+    band = [c for c in ax.collections if isinstance(c, PolyCollection) and c.get_label() == "±3σ"]
+    assert len(band) == 1
+    y = band[0].get_paths()[0].vertices[:, 1]
+    i = int(np.flatnonzero(moving)[len(np.flatnonzero(moving)) // 2])
+    assert i % r.step == 0 or r.step == 1
+    half = 3 * np.degrees(sigma[i])
+    assert np.any(np.isclose(y, np.degrees(estimate["sideslip_rad"][i]) + half, rtol=1e-9))
+    # and the page reports the share of the sideslip error inside it
+    page = (run_dir / "report.html").read_text()
+    assert re.search(r"sideslip \d+ %", _section(page, '<img src="errors.png"', 'id="bag"'))
+
+
+def test_bag_without_truth_gets_the_nis_verdict(processed):
+    run_dir = processed[1]
+    page = _check_report(run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert "accuracy against truth" not in summary and "baselines against truth" not in summary
+    assert not (run_dir / "errors.png").exists() and "open loop" not in page
+    verdict = _section(page, 'id="verdict"', "</section>")
+    assert page.index('id="verdict"') < page.index("<img")
+    assert "No ground truth in this bag" in verdict
+    innovations = read_run(run_dir)["innovations"]
+    verdicts = []
+    for name in innovations["sensor_names"]:
+        cells = _cells(verdict, name)
+        verdicts.append(cells[-1])
+        assert cells[-1] in ("consistent", "overconfident", "conservative", "no updates")
+        if cells[-1] != "no updates":  # mean NIS against its bounds decides the verdict
+            mean = float(cells[3])
+            low, high = (float(v) for v in cells[4].split(" – "))
+            assert (low <= mean <= high) == (cells[-1] == "consistent")
+    judged = sum(v != "no updates" for v in verdicts)
+    assert judged >= 3
+    assert f"{verdicts.count('consistent')} of {judged} sensors consistent" in verdict

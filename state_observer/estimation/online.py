@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -379,6 +380,7 @@ class OnlineObserver:
         self._resume_pose: tuple | None = None  # start_mode pose: where to start again after a failed step
         self.record_gnss = False  # when True, gnss_log collects (stamp_ns, east m, north m, accepted) of applied fixes
         self.gnss_log: list = []
+        self.started_from: tuple | None = None  # (stamp ns, (x, y) m base_link, yaw rad, speed m/s) of the latest start
         self._clear()
 
     # ----- state --------------------------------------------------------------------------------------
@@ -571,6 +573,7 @@ class OnlineObserver:
         self.vehicle.mu = mu
         self._inputs.apply(self.vehicle)  # the measured inputs, not what a failed run left on the model
         self.filter.start(speed, yaw, (float(xy[0]), float(xy[1])), t=stamp_ns * 1e-9)
+        self.started_from = (int(stamp_ns), (float(xy[0]), float(xy[1])), float(yaw), float(speed))
         self.t_ns = int(stamp_ns)
         self._version += 1
         self._t0_s = self.vehicle.solver.t
@@ -744,6 +747,74 @@ def _floored(cov: np.ndarray, sigma: float, count: Counter, what: str) -> np.nda
         return cov
     count[f"{what} covariance below {sigma:g} (1-sigma) raised to it"] += 1
     return (vectors * np.maximum(values, sigma**2)) @ vectors.T
+
+
+class OpenLoop:
+    """The observer's model run open loop, without corrections: the baseline "what the model alone would say"
+    of ``state-observer process``.
+
+    A second model of the same class with the same vehicle description, kinematic fit, step, initial mass and
+    friction as the observer's (the filter's model before any correction), started at the observer's first start
+    (same stamp, pose and speed) and driven by the same steering angle and wheel torques (:class:`ModelInputs`,
+    applied as in :meth:`OnlineObserver._step`: inputs of the samples stamped up to a step's end from the next
+    step on).  It keeps pace with the observer's model time after each :meth:`feed`.  Cost: one model step per
+    observer step (no covariance, no updates); ``on_state(t_ns, TruthSample)`` is called every ``every_ns`` of model
+    time on the grid the pipeline's outputs use.  A failed model step stops it (:attr:`failed` says where).
+    """
+
+    def __init__(self, observer: OnlineObserver, on_state, every_ns: int):
+        from ..vehicle.reduced import ReducedVehicle
+
+        v = observer.vehicle
+        mass, mu = observer._initial
+        if isinstance(v, ReducedVehicle):  # shares the observer's kinematic fit and static solution (read only)
+            self.vehicle = ReducedVehicle(v.desc, kinematics=v.kin, detailed=v.detailed, dt_s=v.dt_s)
+            self.vehicle.set_total_mass(mass)
+        else:
+            self.vehicle = type(v)(v.desc, dt_s=v.dt_s)  # the detailed model: its description carries the mass
+        self.vehicle.mu = mu
+        self.observer, self.on_state, self.every_ns = observer, on_state, int(every_ns)
+        self.dt_ns = observer.dt_ns
+        self.t_ns: int | None = None
+        self.failed: str | None = None
+        self.wall_s = 0.0  # time spent in feed (s)
+        self._inputs = ModelInputs()
+        self._queue: list[tuple[int, int, object]] = []
+        self._order = 0
+        self._due_ns: int | None = None
+
+    def feed(self, sample) -> None:
+        """Take the sample the observer has just been fed (its inputs only) and step up to the observer's time."""
+        if self.failed is None:
+            start = time.perf_counter()
+            self._feed(sample)
+            self.wall_s += time.perf_counter() - start
+
+    def _feed(self, sample) -> None:
+        obs = self.observer
+        if self.t_ns is None:
+            self._inputs.take(sample)  # before the start every sample's inputs count, as in _before_start
+            if not obs.started:
+                return
+            stamp_ns, xy, yaw, speed = obs.started_from
+            self.vehicle.start(speed_m_s=speed, yaw_rad=yaw, position_m=xy, t=stamp_ns * 1e-9)
+            self.t_ns = stamp_ns
+        elif isinstance(sample, (SteeringSample, WheelSample)):
+            heapq.heappush(self._queue, (int(sample.stamp_ns), self._order, sample))
+            self._order += 1
+        while obs.t_ns is not None and self.t_ns < obs.t_ns:
+            end = self.t_ns + self.dt_ns
+            self._inputs.apply(self.vehicle)
+            if not self.vehicle.step().success:
+                self.failed = f"open-loop model step failed at {end * 1e-9:.3f} s"
+                return
+            while self._queue and self._queue[0][0] <= end:
+                self._inputs.take(heapq.heappop(self._queue)[2])
+            self.t_ns = end
+            if self._due_ns is None or end >= self._due_ns:  # the grid of ObserverPipeline._due
+                p = self.every_ns
+                self._due_ns = end + p if self._due_ns is None else max(self._due_ns + p, end - end % p + p)
+                self.on_state(end, self.vehicle.truth())
 
 
 def _usable_covariance(cov: np.ndarray) -> bool:

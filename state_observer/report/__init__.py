@@ -86,9 +86,9 @@ def _read_run(run_dir) -> dict:
 
 
 def _report(out: Path, estimate, gnss, innovations, truth, summary, title) -> Path:
-    from .page import write_page  # matplotlib and scipy.stats only when a report is drawn
+    from .page import window_of, write_page  # matplotlib and scipy only when a report is drawn
     from .plots import make_figures
-    figures = make_figures(out, estimate, gnss, innovations, truth)
+    figures = make_figures(out, estimate, gnss, innovations, truth, window_s=window_of(summary, estimate)[0])
     return write_page(out, title, summary, figures, estimate, gnss, innovations, truth,
                       files=[name for name in _FILES.values() if (out / name).is_file()])
 

@@ -228,29 +228,40 @@ def metrics(truths: list, estimates: list, skip_s: float = SKIP_S, mu_step_t_s: 
     return error_metrics(np.array([e.t_s for e in truth]), arrays(truth), arrays(estimates), skip_s, mu_step_t_s)
 
 
-def error_metrics(t: np.ndarray, truth: dict, estimate: dict, skip_s: float = SKIP_S, mu_step_t_s: float | None = None) -> dict:
+def error_metrics(t: np.ndarray, truth: dict, estimate: dict, skip_s: float = SKIP_S, mu_step_t_s: float | None = None,
+                  final_s: float | None = 10.0) -> dict:
     """The harness metrics (module docstring) of estimates and truth aligned at times ``t`` (s), each a dict of
-    arrays: position (n, 2) m, sideslip (n,) rad, yaw_rate (n,) rad/s, tire_force (n, 4, 3) N, mass (n,) kg,
-    friction (n,).  Also used by ``state-observer process`` on a bag with ground truth."""
+    arrays: position (n, 2) m, yaw (n,) rad, sideslip (n,) rad, yaw_rate (n,) rad/s, tire_force (n, 4, 3) N,
+    mass (n,) kg, friction (n,).  A metric is computed only when both dicts hold its arrays (the GNSS fixes alone
+    give only position).  Mass and friction errors are the mean over the final ``final_s`` seconds (None: over
+    the same window t >= skip_s as the others).  Also used by ``state-observer process`` on a bag with truth."""
     keep = t >= skip_s
-    out = {
-        "position_rmse_m": _rmse(np.linalg.norm(estimate["position"][keep] - truth["position"][keep], axis=1)),
-        "sideslip_rmse_deg": math.degrees(_rmse((estimate["sideslip"] - truth["sideslip"])[keep])),
-        "yaw_rate_rmse_dps": math.degrees(_rmse((estimate["yaw_rate"] - truth["yaw_rate"])[keep])),
-    }
-    ft, fe = truth["tire_force"][keep], estimate["tire_force"][keep]
-    for c, name in enumerate(("long", "lat", "vert")):
-        peak = np.abs(ft[:, :, c]).max()
-        out[f"tire_force_nrmse_{name}"] = _rmse((fe[:, :, c] - ft[:, :, c]).ravel()) / peak if peak > 0 else float("nan")
-    last = t >= t[-1] - 10.0
-    mass_t, mass_e = truth["mass"], estimate["mass"]
-    out["mass_error_pct"] = float(100.0 * np.mean(np.abs(mass_e[last] - mass_t[last]) / mass_t[last]))
-    mu_t, mu_e = truth["friction"], estimate["friction"]
-    out["friction_abs_error"] = float(np.mean(np.abs(mu_e[last] - mu_t[last])))
-    if mu_step_t_s is not None:
-        after = t >= mu_step_t_s
-        bad = np.flatnonzero(after & (np.abs(mu_e - mu_t) > 0.05))
-        out["friction_settle_s"] = float(t[bad[-1]] - mu_step_t_s + (t[1] - t[0])) if len(bad) else 0.0
+    both = [k for k in ("position", "yaw", "sideslip", "yaw_rate", "tire_force", "mass", "friction") if k in truth and k in estimate]
+    out = {}
+    if "position" in both:
+        out["position_rmse_m"] = _rmse(np.linalg.norm(estimate["position"][keep] - truth["position"][keep], axis=1))
+    if "yaw" in both:  # heading, wrapped to +-180 deg
+        out["yaw_rmse_deg"] = math.degrees(_rmse(np.angle(np.exp(1j * (estimate["yaw"] - truth["yaw"])))[keep]))
+    if "sideslip" in both:
+        out["sideslip_rmse_deg"] = math.degrees(_rmse((estimate["sideslip"] - truth["sideslip"])[keep]))
+    if "yaw_rate" in both:
+        out["yaw_rate_rmse_dps"] = math.degrees(_rmse((estimate["yaw_rate"] - truth["yaw_rate"])[keep]))
+    if "tire_force" in both:
+        ft, fe = truth["tire_force"][keep], estimate["tire_force"][keep]
+        for c, name in enumerate(("long", "lat", "vert")):
+            peak = np.abs(ft[:, :, c]).max(initial=0.0)
+            out[f"tire_force_nrmse_{name}"] = _rmse((fe[:, :, c] - ft[:, :, c]).ravel()) / peak if peak > 0 else float("nan")
+    last = keep if final_s is None else t >= t[-1] - final_s
+    if "mass" in both:
+        mass_t, mass_e = truth["mass"], estimate["mass"]
+        out["mass_error_pct"] = float(100.0 * np.mean(np.abs(mass_e[last] - mass_t[last]) / mass_t[last]))
+    if "friction" in both:
+        mu_t, mu_e = truth["friction"], estimate["friction"]
+        out["friction_abs_error"] = float(np.mean(np.abs(mu_e[last] - mu_t[last])))
+        if mu_step_t_s is not None:
+            after = t >= mu_step_t_s
+            bad = np.flatnonzero(after & (np.abs(mu_e - mu_t) > 0.05))
+            out["friction_settle_s"] = float(t[bad[-1]] - mu_step_t_s + (t[1] - t[0])) if len(bad) else 0.0
     return out
 
 
