@@ -337,3 +337,24 @@ def test_a_start_while_reversing_faces_against_the_gnss_course(scenario):
     yaw = obs.vehicle.solver.q[5]
     assert abs(math.remainder(yaw, 2 * math.pi)) < 0.01 and obs.vehicle.solver.qd[0] < -2.9
     assert "reversing" in " ".join(obs.events)
+
+
+def test_messages_lost_before_the_observer_are_counted_and_said(scenario):
+    from state_observer.io.pipeline import health
+    from state_observer.sensors.samples import ImuSample
+
+    desc, config, truths, samples = scenario
+    whole = _observer(desc, config, observer="errorekf_fe_reduced")
+    for s in samples:
+        whole.feed(s)
+    imu_received = whole.counters["imu"]["received"]
+    assert whole.gaps.missing["imu"] < 0.02 * imu_received  # the simulator's own rare dropouts
+    rng = np.random.default_rng(1)
+    kept = [s for s in samples if not (isinstance(s, ImuSample) and rng.random() < 0.45)]  # a starved node's queue
+    starved = _observer(desc, config, observer="errorekf_fe_reduced")
+    for s in kept:
+        starved.feed(s)
+    lost = imu_received - starved.counters["imu"]["received"]
+    assert abs(starved.gaps.missing["imu"] - lost) < 0.05 * lost
+    status = {name: (level, message) for name, level, message, _ in health(starved)}["state_observer: imu"]
+    assert status[0] == "WARN" and "messages missing" in status[1]

@@ -127,6 +127,39 @@ class ObserverEstimate(NamedTuple):
     nis: dict  # sensor -> latest normalised innovation squared
 
 
+class StampGaps:
+    """Messages missing from each stream, read from gaps in its header stamps: whatever lost them (the sensor,
+    DDS, a subscriber queue overflowing while the node was starved).  A stream's period is the 20th percentile
+    of its last 50 intervals (robust to losses and jitter); an interval of k periods means k - 1 messages
+    missing.  Gaps longer than ``SILENCE_PERIODS`` periods are silences, reported by the diagnostics as such."""
+
+    WINDOW = 50
+    SILENCE_PERIODS = 1000
+
+    def __init__(self):
+        self.missing = Counter()
+        self._last: dict[str, int] = {}
+        self._intervals: dict[str, list] = {}
+
+    def see(self, kind: str, stamp_ns: int) -> None:
+        last = self._last.get(kind)
+        if last is not None and stamp_ns <= last:
+            return
+        self._last[kind] = stamp_ns
+        if last is None:
+            return
+        interval = stamp_ns - last
+        recent = self._intervals.setdefault(kind, [])
+        if len(recent) >= 10:
+            period = sorted(recent)[len(recent) // 5]
+            k = round(interval / period) if period > 0 else 1
+            if 2 <= k <= self.SILENCE_PERIODS:
+                self.missing[kind] += k - 1
+        recent.append(interval)
+        if len(recent) > self.WINDOW:
+            del recent[0]
+
+
 class StreamCounter(Counter):
     """A stream's outcome counts, bounded: reasons that quote the message (a frame_id, a joint name) could
     otherwise grow one key per distinct value; past ``MAX_KEYS`` keys new reasons are counted under one."""
@@ -375,6 +408,7 @@ class OnlineObserver:
         self.counters: dict[str, Counter] = {k: StreamCounter() for k in STREAMS}
         self.screen = SampleScreen(s, mounts.imu_frame_id, self._limits, self.counters)
         self.last_received_ns: dict[str, int] = {}  # receive time of each stream's latest sample (the caller's clock)
+        self.gaps = StampGaps()  # messages missing before they reached the observer
         self.events: list[str] = []  # resets and other notable events, newest last (the caller may clear it)
         self.n_resets = 0
         self._resume_pose: tuple | None = None  # start_mode pose: where to start again after a failed step
@@ -454,6 +488,7 @@ class OnlineObserver:
         count["received"] += 1
         self.last_received_ns[kind] = int(sample.receive_ns)
         stamp = int(sample.stamp_ns)
+        self.gaps.see(kind, stamp)
         if stamp > 0 and self.started and stamp < self.t_ns - self.settings.time_jump_s * _NS:
             self._behind += 1
             if self._behind < _JUMP_CONFIRM:

@@ -207,6 +207,7 @@ def health(observer: OnlineObserver, now_ns: int | None = None) -> list[tuple[st
     if silent and len(silent) == len(observer.last_received_ns) and level == "OK":
         level, message = "WARN", f"every sensor silent for {min(silent.values()):.1f} s: the estimate is not updated"
     statuses = [("state_observer: observer", level, message, values)]
+    missing = observer.gaps.missing
     for kind in STREAMS:
         counts = observer.counters[kind]
         received = counts.get("received", 0)
@@ -215,9 +216,13 @@ def health(observer: OnlineObserver, now_ns: int | None = None) -> list[tuple[st
             level, message = "STALE", "no messages"
         elif kind in silent:
             level, message = "WARN", f"silent for {silent[kind]:.1f} s ({received} messages before)"
+        elif missing.get(kind, 0) > 0.1 * received:
+            level, message = "WARN", (f"{missing[kind]} messages missing (gaps in the stamps: lost by the sensor, DDS or a "
+                                      f"starved node) against {received} received")
         elif lost > 0.2 * received:
             level, message = "WARN", f"{lost} of {received} messages dropped or rejected"
         else:
             level, message = "OK", f"{received} messages"
-        statuses.append((f"state_observer: {kind}", level, message, dict(counts)))
+        statuses.append((f"state_observer: {kind}", level, message,
+                         {**counts, "missing (gaps in the stamps)": missing.get(kind, 0)} if kind in missing else dict(counts)))
     return statuses
