@@ -10,9 +10,11 @@ empty user cache.  The kinematics entry goes to ``cache/kinematics`` under the p
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -54,7 +56,7 @@ def prepare(cache_root: Path | None = None, observers: tuple[str, ...] | None = 
 
     phases.append(("kernels of the simulator", simulator))
     seconds = {}
-    with bar("prepare", len(phases), unit="phase", stream=stream) as progress:
+    with bar("prepare", len(phases), unit="phase", stream=stream) as progress, ticking(progress):
         for label, run in phases:
             progress.set_postfix_str(label)
             start = time.perf_counter()
@@ -62,6 +64,24 @@ def prepare(cache_root: Path | None = None, observers: tuple[str, ...] | None = 
             seconds[label] = time.perf_counter() - start
             progress.update()
     return seconds
+
+
+@contextlib.contextmanager
+def ticking(progress, every_s: float = 5.0):
+    """Redraw ``progress`` every ``every_s`` while the block runs: a compile of a minute shows its clock moving."""
+    done = threading.Event()
+
+    def tick():
+        while not done.wait(every_s):
+            progress.refresh()
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def main(argv: list[str] | None = None) -> int:
