@@ -223,7 +223,7 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     if stage.exists():
         shutil.rmtree(stage)  # what a failed earlier run left
     stage.mkdir(parents=True)
-    summary = _process_into(bag, stage, info, wanted, config, report=report, skip_s=skip_s, progress=progress, say=say)
+    summary = _process_into(bag, stage, target, info, wanted, config, report=report, skip_s=skip_s, progress=progress, say=say)
     if target.exists():
         old = target.with_name(target.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
@@ -235,9 +235,10 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     return summary
 
 
-def _process_into(bag: Path, out_dir: Path, info, wanted: dict, config: ObserverConfig, *, report: bool, skip_s: float,
-                  progress, say) -> dict:
-    """The body of :func:`process_bag`: the run written into the (new, empty) folder ``out_dir``."""
+def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict, config: ObserverConfig, *, report: bool,
+                  skip_s: float, progress, say) -> dict:
+    """The body of :func:`process_bag`: the run written into the (new, empty) folder ``out_dir``, which becomes
+    ``final_dir`` when it has completed (the summary and report name that)."""
     datum_note = "configured" if config.settings.datum is not None else "first good fix"
     bag_datum = custom_data(bag).get(DATUM_KEY)
     if config.settings.datum is None and bag_datum:  # a simulated bag: estimate in its truth's frame
@@ -313,6 +314,7 @@ def _process_into(bag: Path, out_dir: Path, info, wanted: dict, config: Observer
     innov["dof"] = [int(stats[sensor_names[i]].dof) for i in used]
     truth = truth_rows(bag, first_ns, estimate["t_s"])
     summary = {
+        "output folder": str(final_dir),
         "input": {"bag": str(bag), "duration_s": round(duration_s, 3), "sensor messages": n_in,
                   **{f"topic {topic}": info.topics[topic][1] for topic in wanted.values()}},
         "observer": {"configuration": config.settings.observer, "datum": datum_note, "vehicle": config.vehicle_file or "default",

@@ -396,3 +396,9 @@ def test_bag_without_truth_gets_the_nis_verdict(processed):
     judged = sum(v != "no updates" for v in verdicts)
     assert judged >= 3
     assert f"{verdicts.count('consistent')} of {judged} sensors consistent" in verdict
+
+
+def test_the_bag_section_names_the_final_run_folder(processed):
+    run_dir = processed[0]
+    bag_section = _section((run_dir / "report.html").read_text(), 'id="bag"', "</section>")
+    assert html.escape(str(run_dir.resolve() / "bag")) in bag_section and ".partial" not in bag_section

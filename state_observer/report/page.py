@@ -289,7 +289,8 @@ def _bag_section(out: Path, summary: dict | None) -> str:
     storage = sorted(p.name for p in bag.iterdir() if p.suffix in (".db3", ".mcap"))
     topics = [k[len("topic "):] for k in ((summary or {}).get("output") or {}) if k.startswith("topic ")]
     source = ((summary or {}).get("input") or {}).get("bag", "INPUT_BAG")
-    path = str(bag.resolve())
+    out = Path((summary or {}).get("output folder") or out.resolve())  # where the run lives once complete
+    path = str(out / "bag")
     first = f"{path}/{storage[0]}" if storage else path
     return (
         '<section id="bag"><h2>Output bag</h2>'
