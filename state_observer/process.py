@@ -364,6 +364,21 @@ def dropped_lines(summary: dict) -> tuple[list[str], list[str]]:
     return warnings, errors
 
 
+def never_started(summary: dict, config: ObserverConfig) -> str:
+    """Why a run produced no estimate, in a clause (from the summary's per-stream counts)."""
+    if config.settings.start_mode == "pose":
+        return "no sample could start it from the configured pose (start.pose); see the dropped streams below"
+    fixes = summary["sensors"].get("gnss_fix received", 0)
+    topic = config.topics["gnss_fix"]
+    if fixes == 0:
+        return (f"no GNSS fix on {topic}: it starts from GNSS fixes (start.mode gnss); give it the fixes "
+                "(topics.gnss_fix) or a start pose (start.mode pose, start.pose.*)")
+    used = summary["sensors"].get("gnss_fix used to start", 0)
+    return (f"{fixes} GNSS fixes on {topic}, {used} usable, and no heading: it needs the GNSS course above "
+            f"{config.settings.start_min_speed_m_s:g} m/s ({config.topics['gnss_velocity']}) or two fixes "
+            f"{config.settings.start_min_distance_m:g} m apart")
+
+
 def process_command(bag: str, out: str, params: str | None = None, vehicle: str | None = None, observer: str | None = None,
                     force: bool = False, report: bool = True, allow_dropped: bool = False, check: bool = False) -> int:
     """CLI body: one line on bad input, a summary table otherwise; a warning line per stream more than half dropped,
@@ -407,6 +422,10 @@ def process_command(bag: str, out: str, params: str | None = None, vehicle: str 
         for key, value in summary.get(section, {}).items():
             print(f"{section}: {key} = {value:.4g}" if isinstance(value, float) else f"{section}: {key} = {value}")
     print(f"process: wrote {Path(out) / 'bag'}" + (f" and {Path(out) / 'report.html'}" if report else ""))
+    if "started at" not in summary["observer"]["events"]:  # the cause first: every stream is then "dropped: before start"
+        print(f"state-observer process: the observer never started: {never_started(summary, config)} (outputs kept in {out})",
+              file=sys.stderr)
+        return 1
     warnings, errors = dropped_lines(summary)
     for text in warnings + (errors if allow_dropped else []):
         print(f"state-observer process: warning: {text}", file=sys.stderr)

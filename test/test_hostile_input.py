@@ -358,3 +358,20 @@ def test_messages_lost_before_the_observer_are_counted_and_said(scenario):
     assert abs(starved.gaps.missing["imu"] - lost) < 0.05 * lost
     status = {name: (level, message) for name, level, message, _ in health(starved)}["state_observer: imu"]
     assert status[0] == "WARN" and "messages missing" in status[1]
+
+
+def test_a_bag_without_gnss_fails_naming_the_cause(processed_run, tmp_path):
+    import subprocess
+    import sys
+
+    from state_observer.io.bag import BagWriter, read_raw
+
+    bag, _ = processed_run
+    with BagWriter(tmp_path / "no_gnss") as writer:
+        for topic, msgtype, log_ns, data in read_raw(bag, ["/imu/data", "/wheel_states", "/steering_state"]):
+            writer.write_raw(topic, msgtype, data, log_ns)
+    result = subprocess.run([sys.executable, "-m", "state_observer.cli", "process", str(tmp_path / "no_gnss"), "--out", str(tmp_path / "out"),
+                             "--no-report"], capture_output=True, text=True)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("state-observer process:")]
+    assert result.returncode == 1 and len(errors) == 1 and "never started: no GNSS fix on /gps/fix" in errors[0], result.stderr
+    assert (tmp_path / "out" / "bag" / "metadata.yaml").is_file()
