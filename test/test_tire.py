@@ -1,10 +1,13 @@
-"""TMeasy tire with linearised characteristic: characteristic, deflection ODE, derivatives, edge cases."""
+"""TMeasy tire, linearised and Magic-Formula characteristics: characteristic, deflection ODE, derivatives,
+edge cases."""
 import dataclasses
+import re
 import timeit
 
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
+from scipy.optimize import brentq
 
 from state_observer.vehicle.tire import TireOutput, TireParameters, TireState, tire_forces
 
@@ -29,6 +32,13 @@ DT = 0.004
 LONG_DT = 1.0e3                   # E = exp(-a dt) = 0: the returned force is the steady-state one
 RD = P.dynamic_radius_m
 KX, KY = P.longitudinal_slip_stiffness, P.cornering_stiffness_per_rad
+# Magic-Formula family: F_z = 3000 N is below F_z0, so both load factors differ from 1
+P_MF = dataclasses.replace(P, shape_factor=1.3, curvature_factor=0.3, nominal_load_n=4000.0,
+                           load_sensitivity_stiffness=0.3, load_sensitivity_friction=0.1)
+# ... and with both load factors clipped at 0.2 (F_z/F_z0 ~ 3)
+P_MF_CLIPPED = dataclasses.replace(P, shape_factor=1.6, curvature_factor=-0.5, nominal_load_n=1000.0,
+                                   load_sensitivity_stiffness=1.0, load_sensitivity_friction=0.5)
+FAMILIES = {"linearised": P, "magic_formula": P_MF, "magic_formula_clipped": P_MF_CLIPPED}
 
 
 def call(p=P, mu=MU, xi_z=XI_Z, xi_z_rate=0.0, vx=10.0, vy=0.0, omega=10.0 / RD,
@@ -224,13 +234,19 @@ DERIVATIVE_POINTS = dict(OPERATING_POINTS, **{
     "saturated_pure_longitudinal": (10.0, 0.0, 13.0 / RD, 0.002, 0.0),
     "linear_no_deflection": (20.0, -0.1, 20.05 / RD, 0.0, 0.0),
     "standstill_deflected": (0.0, 0.0, 0.0, 0.003, -0.002),
+    # Magic Formula (P_MF peaks near sigma = 3.9): series branch, near and past the peak
+    "tiny_slip": (20.0, 1e-5, 20.0 / RD, 0.001, 0.0),
+    "near_peak_lateral": (10.0, 3.2, 10.0 / RD, 0.0, -0.002),
+    "past_peak_lateral": (10.0, 6.0, 10.0 / RD, 0.001, 0.003),
+    "past_peak_combined": (10.0, 3.0, 14.0 / RD, 0.002, -0.004),
 })
 
 
 @pytest.mark.parametrize("point", DERIVATIVE_POINTS)
-def test_derivatives_match_central_differences(point):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_derivatives_match_central_differences(family, point):
     vx, vy, omega, xi_x, xi_y = DERIVATIVE_POINTS[point]
-    base = dict(vx=vx, vy=vy, omega=omega, xi_x=xi_x, xi_y=xi_y, xi_z=XI_Z, xi_z_rate=0.1)
+    base = dict(p=FAMILIES[family], vx=vx, vy=vy, omega=omega, xi_x=xi_x, xi_y=xi_y, xi_z=XI_Z, xi_z_rate=0.1)
     out = call(**base)
     h = 1e-6
     for var in ("vx", "vy", "omega"):
@@ -335,7 +351,7 @@ def test_rolling_resistance_torque():
 
 # ----- vectorisation and parameters ---------------------------------------------------------
 def test_vectorised_equals_single_wheel_calls_with_per_axle_parameters():
-    rear = dataclasses.replace(P, longitudinal_slip_stiffness=15.0, cornering_stiffness_per_rad=9.0,
+    rear = dataclasses.replace(P_MF, longitudinal_slip_stiffness=15.0, cornering_stiffness_per_rad=9.0,
                                deflection_stiffness_y_n_per_m=8.0e4, vertical_stiffness_n_per_m=2.5e5)
     per_wheel = [P, P, rear, rear]
     stacked = TireParameters.stack(per_wheel)
@@ -389,6 +405,182 @@ def test_stack_rejects_array_parameter_sets():
     stacked = TireParameters.stack([P, P])
     with pytest.raises(ValueError, match="scalar"):
         TireParameters.stack([stacked, stacked])
+
+
+# ----- Magic-Formula family -----------------------------------------------------------------
+# Outputs of the linearised kernel before the Magic-Formula family was added (same P, MU,
+# xi_z = XI_Z, xi_z_rate = 0.1, DT), at OPERATING_POINTS linear, saturated_combined, reversing_braking.
+LINEARISED_BEFORE = np.array([
+    [341.904135817055, -114.96907591699306, 3050.0, -15.0365, 0.009891196834816979, 0.0049999583339583225,
+     0.0021559031527518574, -0.0010767221643634606, -936.3195182565487, -0.0, 269.86776848463535, -0.0,
+     -668.9477149718506, 0.601212148548068, 200000.0, 500.0, 0.019030023964625553, -0.006871967011668702,
+     -0.0, -0.00493],
+    [996.5269164770339, -440.2919895401592, 3050.0, -15.0365, 0.16652789342214822, 0.14888994760949725,
+     0.0026827379454885487, -0.000554882340342404, -435.1065884150358, -58.709105246094445, 126.18091064036038,
+     -80.6767755444621, -395.6287207923668, 23.396264907894004, 200000.0, 500.0, 0.14436665224449458,
+     -0.06612850454464107, -0.0, -0.00493],
+    [1363.087026001378, 13.575247871859887, 3050.0, 15.0365, 0.6644518272425249, 3.1016139664665032,
+     0.005738401060028391, 0.0009952295569459343, -347.0326186940604, -13.09571322508566, 100.6394594212775,
+     6.146760532002982, -445.1325943255779, -1.7825605542808647, 200000.0, 500.0, 0.1940741763193022,
+     0.004048576700131655, -0.0, 0.00493],
+])
+
+
+def mf_per_load(sigma, c, e, d):
+    """Pacejka 2012 eq. 4.49 shape: D sin(C atan(B sigma - E (B sigma - atan(B sigma)))), B = 1/(C D)."""
+    bs = sigma / (c * d)
+    return d * np.sin(c * np.arctan(bs - e * (bs - np.arctan(bs))))
+
+
+def load_factor(q, fz, fz0):
+    """max(1 - q (F_z/F_z0 - 1), 0.2)."""
+    return max(1.0 - q * (fz / fz0 - 1.0), 0.2)
+
+
+def mf_peak_sigma(c, e, d):
+    """sigma where C atan(...) = pi/2, i.e. B sigma - E (B sigma - atan(B sigma)) = tan(pi/(2C))."""
+    target = np.tan(np.pi / (2.0 * c))
+    x = brentq(lambda x: x - e * (x - np.arctan(x)) - target, 0.0, 1e3 * target, xtol=1e-15, rtol=1e-15)
+    return x * c * d
+
+
+def test_shape_factor_zero_reproduces_the_linearised_tire_exactly():
+    vx, vy, omega, xi_x, xi_y = np.array([OPERATING_POINTS[k] for k in
+                                          ("linear", "saturated_combined", "reversing_braking")]).T
+    # the other Magic-Formula fields (other than those that must be 0) are ignored
+    explicit = dataclasses.replace(P, shape_factor=0.0, curvature_factor=0.0, nominal_load_n=1234.0,
+                                   load_sensitivity_stiffness=0.0, load_sensitivity_friction=0.0)
+    for p in (P, explicit):
+        out = call(p=p, vx=vx, vy=vy, omega=omega, xi_x=xi_x, xi_y=xi_y, xi_z_rate=0.1)
+        np.testing.assert_array_equal(np.array(out).T, LINEARISED_BEFORE)
+    # a linearised wheel stacked next to a Magic-Formula wheel is unchanged too
+    mixed = call(p=TireParameters.stack([P, P_MF]), vx=vx[:2], vy=vy[:2], omega=omega[:2], xi_x=xi_x[:2],
+                 xi_y=xi_y[:2], xi_z_rate=0.1)
+    np.testing.assert_array_equal(np.array(mixed)[:, 0], LINEARISED_BEFORE[0])
+    assert not np.array_equal(np.array(mixed)[:, 1], LINEARISED_BEFORE[1])
+
+
+def test_magic_formula_small_slip_equals_the_linear_force():
+    xi_z = 4000.0 / P.vertical_stiffness_n_per_m          # F_z = F_z0: load factors 1
+    vx, vn = 15.0, P.slip_velocity_regularisation_m_s
+    s = np.array([-0.003, 0.003, 0.0, 0.002, -0.001])
+    alpha = np.array([0.0, 0.0, 0.003, -0.002, 0.003])
+    omega = (vx + s * vn) / (RD * (1.0 - s))
+    kw = dict(xi_z=xi_z, vx=vx, vy=vx * np.tan(alpha), omega=omega, dt=LONG_DT)
+    lin, mf = call(**kw), call(p=P_MF, **kw)
+    assert np.all(np.hypot(lin.fx_n, lin.fy_n) > 5.0)
+    np.testing.assert_allclose(mf.fx_n, lin.fx_n, rtol=5e-3)
+    np.testing.assert_allclose(mf.fy_n, lin.fy_n, rtol=5e-3)
+    # away from F_z0 the linear force uses the load-scaled stiffness k lam_k
+    lam_k = load_factor(0.3, FZ, 4000.0)
+    lin_k = dataclasses.replace(P, longitudinal_slip_stiffness=KX * lam_k, cornering_stiffness_per_rad=KY * lam_k)
+    kw["xi_z"] = XI_Z
+    lin, mf = call(p=lin_k, **kw), call(p=P_MF, **kw)
+    np.testing.assert_allclose(mf.fx_n, lin.fx_n, rtol=5e-3)
+    np.testing.assert_allclose(mf.fy_n, lin.fy_n, rtol=5e-3)
+
+
+@pytest.mark.parametrize("p", [P_MF, P_MF_CLIPPED], ids=["magic_formula", "magic_formula_clipped"])
+def test_magic_formula_steady_pure_lateral_force_is_the_formula(p):
+    vx, vn = 20.0, p.slip_velocity_regularisation_m_s
+    alpha = np.array([1e-6, 1e-3, 0.02, 0.08, 0.2, 0.5, 1.2, -0.3])
+    omega = vx / RD
+    out = call(p=p, vx=vx, vy=vx * np.tan(alpha), omega=omega, dt=LONG_DT)   # E = 0: the steady force
+    lam_k = load_factor(p.load_sensitivity_stiffness, FZ, p.nominal_load_n)
+    mu_eff = MU * load_factor(p.load_sensitivity_friction, FZ, p.nominal_load_n)
+    sigma = KY * lam_k * np.abs(vx * np.tan(alpha)) / (RD * omega + vn)    # k_y |v_y| / v*
+    expected = -np.sign(alpha) * FZ * mf_per_load(sigma, p.shape_factor, p.curvature_factor, mu_eff)
+    np.testing.assert_allclose(out.fy_n, expected, rtol=1e-12)
+    np.testing.assert_allclose(out.fx_n, 0.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("xi_z", [XI_Z, 0.04])                 # 3000 N and 8000 N = 2 F_z0
+def test_magic_formula_peak_is_mu_eff_fz_and_falls_beyond(xi_z):
+    fz = P.vertical_stiffness_n_per_m * xi_z
+    lam_k = load_factor(0.3, fz, 4000.0)
+    mu_eff = MU * load_factor(0.1, fz, 4000.0)
+    sigma_peak = mf_peak_sigma(1.3, 0.3, mu_eff)
+    factors = np.array([0.5, 0.9, 1.0, 1.1, 2.0, 10.0, 1e6])
+    vx, vn = 10.0, P.slip_velocity_regularisation_m_s
+    v_star = RD * (vx / RD) + vn
+    # lateral: sigma = k_y lam_k |v_y| / v*
+    lat = call(p=P_MF, xi_z=xi_z, vx=vx, vy=factors * sigma_peak * v_star / (KY * lam_k), omega=vx / RD,
+               dt=LONG_DT)
+    # longitudinal: sigma = k_x lam_k s_x with s_x = (r Omega - v_x)/(r Omega + v_n), Omega > 0
+    s = factors[:-1] * sigma_peak / (KX * lam_k)
+    lon = call(p=P_MF, xi_z=xi_z, vx=vx, omega=(vx + s * vn) / (RD * (1.0 - s)), dt=LONG_DT)
+    for f in (-lat.fy_n, lon.fx_n):
+        peak = f[2]
+        assert peak == pytest.approx(mu_eff * fz, rel=1e-9)
+        assert np.all(np.delete(f, 2) < peak)
+        assert np.all(np.diff(f[2:]) < 0.0)                     # falls beyond the peak
+    # ... towards D sin(C pi/2)
+    assert -lat.fy_n[-1] == pytest.approx(mu_eff * fz * np.sin(1.3 * np.pi / 2.0), rel=1e-3)
+    if xi_z == 0.04:
+        assert mu_eff == pytest.approx(MU * (1.0 - 0.1))
+
+
+def test_magic_formula_load_sensitivity_of_the_cornering_stiffness():
+    p = dataclasses.replace(P_MF, slip_velocity_regularisation_m_s=1e-12)
+    vx, alpha = 20.0, 1e-4
+    for fz, lam in ((4000.0, 1.0), (8000.0, 1.0 - 0.3), (40000.0, 0.2)):   # F_z0, 2 F_z0, clipped
+        out = call(p=p, xi_z=fz / P.vertical_stiffness_n_per_m, vx=vx, vy=vx * np.tan(alpha), omega=vx / RD,
+                   dt=LONG_DT)
+        assert out.fz_n[0] == pytest.approx(fz)
+        assert -out.fy_n[0] / (alpha * fz) == pytest.approx(lam * KY, rel=1e-5)
+    # the load derivative at 2 F_z0: F_y = -F_z k_y lam_k(F_z) alpha, d/dF_z = -k_y alpha (1 - q_k (2 F_z/F_z0 - 1))
+    out = call(p=p, xi_z=8000.0 / P.vertical_stiffness_n_per_m, vx=vx, vy=vx * np.tan(alpha), omega=vx / RD,
+               dt=LONG_DT)
+    assert out.dfy_dfz[0] == pytest.approx(-KY * alpha * (1.0 - 0.3 * 3.0), rel=1e-5)
+
+
+def test_magic_formula_edge_cases():
+    rng = np.random.default_rng(17)
+    n = 2000
+    vx = rng.uniform(-30.0, 30.0, n) * rng.integers(0, 2, n)
+    vy = rng.uniform(-5.0, 5.0, n) * rng.integers(0, 2, n)
+    omega = rng.uniform(-100.0, 100.0, n) * rng.integers(0, 2, n)
+    xi_x, xi_y = rng.uniform(-0.05, 0.05, (2, n))
+    xi_z = rng.uniform(-0.01, 0.08, n)
+    for p in (P_MF, P_MF_CLIPPED):
+        out = call(p=p, xi_z=xi_z, xi_z_rate=rng.normal(0.0, 1.0, n), vx=vx, vy=vy, omega=omega,
+                   xi_x=xi_x, xi_y=xi_y, dt=rng.choice([1e-3, 4e-3, 1e-1]))
+        fz = out.fz_n
+        mu_eff = MU * np.maximum(1.0 - p.load_sensitivity_friction * (fz / p.nominal_load_n - 1.0), 0.2)
+        tol = 1.0 + 1e-12
+        assert np.all(np.abs(out.fx_n) <= np.maximum(mu_eff * fz, 1.5e5 * np.abs(xi_x)) * tol)
+        assert np.all(np.abs(out.fy_n) <= np.maximum(mu_eff * fz, 1.0e5 * np.abs(xi_y)) * tol)
+        airborne = fz == 0.0
+        assert np.any(airborne) and np.all(out.fx_n[airborne] == 0.0) and np.all(out.fy_n[airborne] == 0.0)
+        # reversing mirrors driving forward; a tire at rest, undeflected, carries nothing
+        fwd = call(p=p, vx=6.0, vy=2.4, omega=5.0 / RD, xi_x=0.001, xi_y=0.002)
+        rev = call(p=p, vx=-6.0, vy=-2.4, omega=-5.0 / RD, xi_x=-0.001, xi_y=-0.002)
+        for name in ("fx_n", "fy_n", "deflection_x_m", "deflection_y_m"):
+            np.testing.assert_allclose(getattr(rev, name), -getattr(fwd, name), rtol=1e-12, err_msg=name)
+        rest = call(p=p, vx=0.0, vy=0.0, omega=0.0)
+        assert rest.fx_n[0] == 0.0 and rest.fy_n[0] == 0.0
+
+
+@pytest.mark.parametrize("field, bad, why", [
+    ("shape_factor", 0.5, "0 or within 1..2"), ("shape_factor", 2.5, "0 or within 1..2"),
+    ("shape_factor", -1.3, "0 or within 1..2"), ("curvature_factor", 1.0, "< 1"), ("curvature_factor", 3.0, "< 1"),
+    ("nominal_load_n", 0.0, "> 0"), ("nominal_load_n", -4000.0, "> 0"), ("load_sensitivity_stiffness", -0.1, ">= 0"),
+    ("load_sensitivity_friction", -0.1, ">= 0"), ("curvature_factor", np.nan, "finite"),
+])
+def test_invalid_magic_formula_parameters_raise_naming_the_field(field, bad, why):
+    with pytest.raises(ValueError, match=re.escape(f"TireParameters.{field} must be {why}")):
+        dataclasses.replace(P_MF, **{field: bad})
+
+
+def test_magic_formula_fields_refused_with_the_linearised_characteristic():
+    for field in ("curvature_factor", "load_sensitivity_stiffness", "load_sensitivity_friction"):
+        with pytest.raises(ValueError, match=f"TireParameters.{field} must be 0 where shape_factor is 0"):
+            dataclasses.replace(P, **{field: 0.2})
+    # per wheel: only the linearised wheels are constrained
+    dataclasses.replace(P, shape_factor=np.array([0.0, 1.3]), load_sensitivity_stiffness=np.array([0.0, 0.3]))
+    with pytest.raises(ValueError, match="load_sensitivity_stiffness"):
+        dataclasses.replace(P, shape_factor=np.array([0.0, 1.3]), load_sensitivity_stiffness=np.array([0.3, 0.3]))
+    assert P_MF.rows.shape == (1, len(dataclasses.fields(TireParameters)))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from scipy.spatial.transform import Rotation
 
 from state_observer.vehicle.description import (
     CORNERS, VehicleConfigError, load_vehicle, load_vehicle_dict)
+from state_observer.vehicle.detailed import tire_parameters
 
 DEFAULT = Path(__file__).resolve().parents[1] / "config" / "vehicles" / "default.yaml"
 SRC = "cfg/x.yaml"
@@ -339,6 +340,39 @@ def test_file_with_yaml_1_2_scalars(tmp_path):
     assert load_vehicle(path).corner("fl").spring_damper.stiffness_n_per_m == 60000.0
 
 
+TIRE_HEAD = "tire:                             # TMeasy, linearised characteristic [Rill]; one set for all four wheels\n"
+
+
+def test_magic_formula_tire_file_loads_and_linearised_refuses_its_keys(tmp_path, vehicle):
+    text = DEFAULT.read_text()
+    assert TIRE_HEAD in text
+    path = tmp_path / "mf.yaml"
+    path.write_text(text.replace(TIRE_HEAD, "tire:\n  characteristic: magic_formula\n  curvature_factor: -0.3\n"
+                                            "  load_sensitivity_stiffness: 0.3\n"))
+    v = load_vehicle(path)
+    t = v.corner("fl").tire
+    assert all(c.tire is t for c in v.corners)
+    assert (t.characteristic, t.shape_factor, t.curvature_factor, t.nominal_load_n, t.load_sensitivity_stiffness,
+            t.load_sensitivity_friction) == ("magic_formula", 1.3, -0.3, 4000.0, 0.3, 0.0)  # defaults where not given
+    assert t.cornering_stiffness_per_rad == vehicle.corner("fl").tire.cornering_stiffness_per_rad
+    p = tire_parameters(v.corner("rr"))
+    assert (p.shape_factor, p.curvature_factor, p.nominal_load_n, p.load_sensitivity_stiffness,
+            p.load_sensitivity_friction) == (1.3, -0.3, 4000.0, 0.3, 0.0)
+    # the default file: linearised, and the tire model gets shape_factor 0
+    d = vehicle.corner("fl").tire
+    assert d.characteristic == "linearised" and d.shape_factor == 0.0 and d.load_sensitivity_stiffness == 0.0
+    assert tire_parameters(vehicle.corner("fl")).shape_factor == 0.0
+    # Magic-Formula keys with the linearised characteristic (explicit or by default) are refused, naming the key
+    for head, key in (("  characteristic: linearised\n  shape_factor: 1.3\n", "shape_factor"),
+                      ("  load_sensitivity_friction: 0.1\n", "load_sensitivity_friction")):
+        bad = tmp_path / f"{key}.yaml"
+        bad.write_text(text.replace(TIRE_HEAD, "tire:\n" + head))
+        with pytest.raises(VehicleConfigError) as err:
+            load_vehicle(bad)
+        msg = str(err.value)
+        assert msg.startswith(f"{bad}: tire.{key}: only with characteristic: magic_formula") and "\n" not in msg, msg
+
+
 # ---------------------------------------------------------------- errors: one line, file and key
 def _set(path: str, value):
     def edit(data):
@@ -381,6 +415,19 @@ ERRORS = [
     (_rename("tire.friction_coefficient", "mu"), "tire",
      "unknown key 'mu' for one set of tire parameters; per axle use front and rear"),
     (lambda d: d.update(tire={"front": dict(d["tire"]), "rear": {"mu": 1.0}}), "tire.rear", "unknown key 'mu'"),
+    (_set("tire.shape_factor", 1.3), "tire.shape_factor", "only with characteristic: magic_formula"),
+    (lambda d: d.update(tire={"front": dict(d["tire"]), "rear": dict(d["tire"], characteristic="linearised",
+                                                                   nominal_load_n=4000.0)}),
+     "tire.rear.nominal_load_n", "only with characteristic: magic_formula"),
+    (_set("tire.characteristic", "pacejka"), "tire.characteristic", "must be one of linearised, magic_formula"),
+    (lambda d: d["tire"].update(characteristic="magic_formula", shape_factor=0.0), "tire.shape_factor",
+     "must be in [1, 2] (got 0)"),
+    (lambda d: d["tire"].update(characteristic="magic_formula", curvature_factor=1.0), "tire.curvature_factor",
+     "must be < 1 (got 1)"),
+    (lambda d: d["tire"].update(characteristic="magic_formula", nominal_load_n=4.0), "tire.nominal_load_n",
+     "looks like kN"),
+    (lambda d: d["tire"].update(characteristic="magic_formula", load_sensitivity_friction=-0.1),
+     "tire.load_sensitivity_friction", "must be in [0, 1]"),
     # wrong type or shape
     (_set("chassis.com_m", "1.5, 0, 0.5"), "chassis.com_m", "must be a list of 3 numbers"),
     (_set("chassis.com_m", [1.5, 0.5]), "chassis.com_m", "must be a list of 3 numbers"),

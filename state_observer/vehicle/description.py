@@ -107,7 +107,10 @@ class Wheel:
 
 @dataclass(frozen=True, eq=False)
 class Tire:
-    """TMeasy with a linearised characteristic (Rill); slip stiffnesses per unit normal load."""
+    """TMeasy (Rill) with a linearised characteristic, or a Magic-Formula-shaped one with load
+    sensitivity (``characteristic: magic_formula``; see :mod:`.tire`); slip stiffnesses per unit
+    normal load.  The trailing fields are optional keys; with the linearised characteristic only
+    their defaults are allowed (the keys are refused)."""
 
     vertical_stiffness_n_per_m: float
     vertical_damping_n_s_per_m: float
@@ -120,6 +123,12 @@ class Tire:
     friction_coefficient: float
     slip_velocity_regularisation_m_s: float
     rolling_resistance_coefficient: float
+    characteristic: str = "linearised"  # linearised | magic_formula
+    shape_factor: float = 0.0  # Magic Formula C (-), 1..2; 0 = linearised
+    curvature_factor: float = 0.0  # Magic Formula E (-), < 1
+    nominal_load_n: float = 4000.0  # F_z0 of the load sensitivity (N)
+    load_sensitivity_stiffness: float = 0.0  # q_k: k(F_z) = k (1 - q_k (F_z/F_z0 - 1)) (-)
+    load_sensitivity_friction: float = 0.0  # q_mu: mu(F_z) = mu (1 - q_mu (F_z/F_z0 - 1)) (-)
 
 
 @dataclass(frozen=True, eq=False)
@@ -377,17 +386,38 @@ def _tires(root: _Node) -> dict[str, Tire]:
     data = root.get("tire")
     if isinstance(data, dict) and set(data) == set(AXLES):
         tire_node = root.node("tire", AXLES)
-        return {axle: _tire(tire_node.node(axle, _TIRE_KEYS)) for axle in AXLES}
+        return {axle: _tire(tire_node.node(axle, _TIRE_KEYS, _TIRE_OPTIONAL)) for axle in AXLES}
     one_set = "for one set of tire parameters; per axle use front and rear"
-    tire = _tire(root.node("tire", _TIRE_KEYS, context=one_set))
+    tire = _tire(root.node("tire", _TIRE_KEYS, _TIRE_OPTIONAL, context=one_set))
     return {axle: tire for axle in AXLES}
 
 
-_TIRE_KEYS = tuple(f.name for f in dataclasses.fields(Tire))
+_TIRE_KEYS = tuple(f.name for f in dataclasses.fields(Tire) if f.default is dataclasses.MISSING)
+_TIRE_OPTIONAL = tuple(f.name for f in dataclasses.fields(Tire) if f.default is not dataclasses.MISSING)
+TIRE_CHARACTERISTICS = ("linearised", "magic_formula")
+_MAGIC_FORMULA_KEYS = ("shape_factor", "curvature_factor", "nominal_load_n", "load_sensitivity_stiffness",
+                       "load_sensitivity_friction")
 _WHEEL_KEYS = tuple(f.name for f in dataclasses.fields(Wheel))
 
 
 def _tire(node: _Node) -> Tire:
+    characteristic = node.text("characteristic", TIRE_CHARACTERISTICS) if node.has("characteristic") else "linearised"
+    if characteristic == "linearised":
+        for key in _MAGIC_FORMULA_KEYS:
+            if node.has(key):
+                raise node.error("only with characteristic: magic_formula (the linearised characteristic "
+                                 "has no shape or load sensitivity)", key)
+        shape = {}
+    else:
+        shape = dict(shape_factor=node.num("shape_factor", 1.0, 2.0, lo_incl=True, default=1.3),
+                     curvature_factor=node.num("curvature_factor", -10.0, 1.0, lo_incl=True, default=0.0),
+                     nominal_load_n=node.num("nominal_load_n", 100.0, 1e5, hints=(("kN", 1e3),), default=4000.0),
+                     load_sensitivity_stiffness=node.num("load_sensitivity_stiffness", 0.0, 1.0, lo_incl=True,
+                                                         default=0.0),
+                     load_sensitivity_friction=node.num("load_sensitivity_friction", 0.0, 1.0, lo_incl=True,
+                                                        default=0.0))
+        if shape["curvature_factor"] >= 1.0:
+            raise node.error(f"must be < 1 (got {_fmt(shape['curvature_factor'])})", "curvature_factor")
     return Tire(
         node.num("vertical_stiffness_n_per_m", 2e4, 5e6, hints=_KN),
         node.num("vertical_damping_n_s_per_m", 0.0, 1e5, lo_incl=True),
@@ -400,6 +430,7 @@ def _tire(node: _Node) -> Tire:
         node.num("friction_coefficient", 0.0, 2.0),
         node.num("slip_velocity_regularisation_m_s", 0.0, 1.0),
         node.num("rolling_resistance_coefficient", 0.0, 0.1, lo_incl=True, hints=(("percent", 0.01),)),
+        characteristic, **shape,
     )
 
 

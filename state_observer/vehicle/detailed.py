@@ -453,6 +453,11 @@ def tire_parameters(corner) -> TireParameters:
         deflection_damping_y_n_s_per_m=t.deflection_damping_y_n_s_per_m,
         slip_velocity_regularisation_m_s=t.slip_velocity_regularisation_m_s,
         rolling_resistance_coefficient=t.rolling_resistance_coefficient,
+        shape_factor=t.shape_factor,  # 0 for the linearised characteristic
+        curvature_factor=t.curvature_factor,
+        nominal_load_n=t.nominal_load_n,
+        load_sensitivity_stiffness=t.load_sensitivity_stiffness,
+        load_sensitivity_friction=t.load_sensitivity_friction,
     )
 
 

@@ -542,7 +542,8 @@ def _tire(template, n: CarNumbers, width_m, width_tpl, r0, k_tire, wheel_load, n
     """
     t0 = template.corner("fl").tire
     k_scale = k_tire / t0.vertical_stiffness_n_per_m
-    base = {f.name: getattr(t0, f.name) for f in dataclasses.fields(t0)}
+    # optional keys only where they differ from their defaults (a linearised tire refuses the Magic-Formula ones)
+    base = {f.name: getattr(t0, f.name) for f in dataclasses.fields(t0) if getattr(t0, f.name) != f.default}
     for key in ("vertical_stiffness_n_per_m", "vertical_damping_n_s_per_m", "deflection_stiffness_x_n_per_m",
                 "deflection_stiffness_y_n_per_m", "deflection_damping_x_n_s_per_m", "deflection_damping_y_n_s_per_m"):
         base[key] = base[key] * k_scale

@@ -1,4 +1,4 @@
-r"""TMeasy tire with a linearised characteristic and first-order deflection dynamics.
+r"""TMeasy tire (linearised or Magic-Formula-shaped characteristic), first-order deflection dynamics.
 
 The tire model of the A Coruña multibody observers (Sanjurjo 2016 §5.3, eqs 5.27-5.41;
 Rodríguez 2020 §5.2.2, eqs 5.1-5.12; after Hirschberg, Rill and Weinfurter 2007),
@@ -47,6 +47,25 @@ Writing w = |(k_x dv_x, k_y dv_y)| (m/s) so that sigma = w / v*, both regions co
 so the steady-state force is a viscous law in the slip velocity whose coefficient
 drops as 1/w once the tire slides.
 
+Magic-Formula characteristic with load sensitivity (``shape_factor`` C > 0)
+-------------------------------------------------------------------------
+The second family (the "truth" tire of simulations; the observer keeps the linearised one)
+replaces min(sigma, mu) by the pure-slip Magic Formula shape (Pacejka 2012 §4.3.2), with the
+same normalised combined slip sigma and the same first-order deflection dynamics below:
+
+    lam_k  = max(1 - q_k (F_z/F_z0 - 1), 0.2),  lam_mu = max(1 - q_mu (F_z/F_z0 - 1), 0.2)
+    k_x -> k_x lam_k,  k_y -> k_y lam_k,  D = mu_eff = mu lam_mu    (load sensitivity)
+    f(sigma) = D sin(C atan(B sigma - E (B sigma - atan(B sigma)))),   B = 1/(C D)
+    F      = F_z f(sigma),    m1 = f(sigma)/w   (-> 1/v* as w -> 0)
+
+B C D = 1 gives f'(0) = 1: at small slip F = F_z sigma, the linearised law with stiffness
+k lam_k.  For 1 < C <= 2, f peaks at D where C atan(...) = pi/2 and falls towards
+D sin(C pi/2) for large sigma (C = 1 only approaches D).  E < 1 keeps the argument increasing,
+so f > 0 for sigma > 0 and the secant G = v* m stays positive.  The slip dampers m_x = k_x lam_k F_z m1, m_y = k_y lam_k F_z m1
+and everything after them are as in the linearised family; with C = 0 the code runs the
+linearised law unchanged (and then E, q_k, q_mu must be 0).  For B sigma < 1e-4 the series
+f = sigma + b sigma^3, b = -B^2 ((1 + E)/3 + C^2/6), replaces the 0/0 of f/w.
+
 First-order deflection dynamics
 -------------------------------
 The carcass deflects by xi (per direction; c = deflection stiffness, d = damping) and
@@ -80,7 +99,8 @@ With m, F^S frozen over the step dt (they depend on the inputs, not on xi):
     F^D     = c xi(dt) + d dxi/dt = F^S + (c xi0 - F^S) E H,     H = m / (d + m)
 
 F^D is a convex combination of F^S and c xi0 (0 <= E H <= 1), so
-|F^D| <= max(|F^S|, |c xi0|) <= max(mu F_z, |c xi0|): forces stay bounded for any slip.
+|F^D| <= max(|F^S|, |c xi0|) <= max(mu F_z, |c xi0|): forces stay bounded for any slip
+(mu_eff F_z for the Magic Formula family).
 Relaxation length (distance rolled per time constant): v*/a = v* d/c + G/c, which
 tends to k_x F_z / c_x (a speed-independent value) when d -> 0.
 
@@ -123,7 +143,24 @@ with u_x = k_x dv_x, u_y = k_y dv_y:
 
 so e.g. dF_x/dv_x = -(1 - E H) m_x + P_x k_x F_z dm1/dv_x and
 dF_x/dOmega = (1 - E H) m_x r_D + P_x k_x F_z dm1/dOmega.  Load sensitivity (F_z as
-an independent input; chain with dF_z/dxi_z): dF_k/dF_z = P_k k_k m1.  Normal force:
+an independent input; chain with dF_z/dxi_z): dF_k/dF_z = P_k k_k m1.
+
+Magic Formula (k_k, u_k, w with the load-scaled stiffness k_k lam_k; sigma = w/v*):
+
+    dm1/dw (fixed v*) = f'(sigma)/(v* w) - f/w^2 =: w h,   dm1/dv* (fixed w) = -f'(sigma)/v*^2
+    dm1/dv_x = -h k_x u_x,   dm1/dv_y = -h k_y u_y,
+    dm1/dOmega = r_D (h k_x u_x - sign(Omega) f'(sigma)/v*^2)
+
+(linear: f' = 1, f = sigma gives h = 0 and dm1/dOmega = -r_D sign(Omega) m1^2; saturated:
+f' = 0, f = mu gives h = -m1/w^2: the two branches above).  Load: F_z acts through m_k's
+factor lam_k F_z, through w (prop. to lam_k) and through D = mu lam_mu; f = D g(sigma/D)
+gives df/dD = (f - sigma f')/D, so at fixed v*
+
+    dm_k/dF_z = k_k lam_k [m1 (1 + F_z l_k) + F_z h w^2 (l_k - l_mu)],
+    l_k = (dlam_k/dF_z)/lam_k = -q_k/(F_z0 lam_k),  l_mu = -q_mu/(F_z0 lam_mu)   (0 where clipped)
+
+and dF_k/dF_z = P_k dm_k/dF_z: all terms are included (the derivatives are one-sided
+choices only at the clip points lam = 0.2).  Normal force:
 dF_z/dxi_z = k_z, dF_z/d(dxi_z/dt) = d_z where F_z > 0, else 0.  Rolling torque:
 dT/dOmega = -C_rr F_z r_D (1 - tanh^2)/omega_eps, dT/dF_z = -C_rr r_D tanh.
 At Omega = 0, sign(0) = 0 gives the mean of the one-sided derivatives (= the central
@@ -144,8 +181,12 @@ ArrayLike = Union[float, np.ndarray]
 ROLLING_OMEGA_EPS_RAD_S = 0.5
 """Default spin rate (rad/s) of the tanh smoothing of the rolling-resistance sign."""
 
-# Fields that may be zero (all others must be > 0).
-_MAY_BE_ZERO = ("vertical_damping_n_s_per_m", "rolling_resistance_coefficient")
+# Fields that may be zero (all others must be > 0, except shape_factor: 0 or 1..2, and
+# curvature_factor: < 1, any sign).
+_MAY_BE_ZERO = ("vertical_damping_n_s_per_m", "rolling_resistance_coefficient",
+                "load_sensitivity_stiffness", "load_sensitivity_friction")
+# Magic-Formula-only fields: must be 0 where shape_factor is 0 (linearised characteristic).
+_MF_ONLY = ("curvature_factor", "load_sensitivity_stiffness", "load_sensitivity_friction")
 
 
 @dataclass(frozen=True)
@@ -168,9 +209,16 @@ class TireParameters:
     deflection_damping_y_n_s_per_m    d_y (> 0), N s/m
     slip_velocity_regularisation_m_s  v_n (> 0), m/s; Sanjurjo used 1e-15, any tiny value works
     rolling_resistance_coefficient    C_rr (>= 0), - (0.017 identified by Sanjurjo)
+    shape_factor                      Magic Formula C: 0 = linearised characteristic (default),
+                                      else 1 <= C <= 2 (typ. 1.3 lateral, 1.65 longitudinal), -
+    curvature_factor                  Magic Formula E (< 1; typ. -0.5 .. 0.5), -
+    nominal_load_n                    F_z0 (> 0) of the load sensitivity, N
+    load_sensitivity_stiffness        q_k (>= 0): k(F_z) = k max(1 - q_k (F_z/F_z0 - 1), 0.2), -
+    load_sensitivity_friction         q_mu (>= 0): mu_eff = mu max(1 - q_mu (F_z/F_z0 - 1), 0.2), -
 
-    All fields must be finite; all must be > 0 except d_z and C_rr, which may be 0.
-    Array fields are stored as read-only float arrays.
+    All fields must be finite; all must be > 0 except d_z, C_rr, C, q_k and q_mu, which may
+    be 0, and E (< 1).  Where C = 0, E, q_k and q_mu must be 0 (the linearised characteristic
+    has none of them).  Array fields are stored as read-only float arrays.
     """
 
     unloaded_radius_m: ArrayLike
@@ -185,6 +233,11 @@ class TireParameters:
     deflection_damping_y_n_s_per_m: ArrayLike
     slip_velocity_regularisation_m_s: ArrayLike
     rolling_resistance_coefficient: ArrayLike
+    shape_factor: ArrayLike = 0.0
+    curvature_factor: ArrayLike = 0.0
+    nominal_load_n: ArrayLike = 4000.0
+    load_sensitivity_stiffness: ArrayLike = 0.0
+    load_sensitivity_friction: ArrayLike = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -205,16 +258,27 @@ class TireParameters:
                 value.setflags(write=False)
             if not np.all(np.isfinite(value)):
                 raise ValueError(f"TireParameters.{f.name} must be finite, got {value}")
-            if f.name in _MAY_BE_ZERO:
+            if f.name == "shape_factor":
+                if np.any((value != 0.0) & ((value < 1.0) | (value > 2.0))):
+                    raise ValueError(f"TireParameters.shape_factor must be 0 or within 1..2, got {value}")
+            elif f.name == "curvature_factor":
+                if np.any(value >= 1.0):
+                    raise ValueError(f"TireParameters.curvature_factor must be < 1, got {value}")
+            elif f.name in _MAY_BE_ZERO:
                 if np.any(value < 0.0):
                     raise ValueError(f"TireParameters.{f.name} must be >= 0, got {value}")
             elif np.any(value <= 0.0):
                 raise ValueError(f"TireParameters.{f.name} must be > 0, got {value}")
             object.__setattr__(self, f.name, value)
+        linear = np.asarray(self.shape_factor) == 0.0
+        for name in _MF_ONLY:
+            if np.any(linear & (np.asarray(getattr(self, name)) != 0.0)):
+                raise ValueError(f"TireParameters.{name} must be 0 where shape_factor is 0 (the linearised "
+                                 f"characteristic), got {getattr(self, name)}")
         if np.any(np.asarray(self.dynamic_radius_m) > np.asarray(self.unloaded_radius_m)):
             raise ValueError("TireParameters.dynamic_radius_m must be <= unloaded_radius_m, got "
                              f"{self.dynamic_radius_m} > {self.unloaded_radius_m}")
-        # (1, 12) or (N, 12) parameter rows for the compiled kernel (field order = TMeasy order)
+        # (1, 17) or (N, 17) parameter rows for the compiled kernel (field order = TMeasy order)
         rows = np.array(np.broadcast_arrays(*(getattr(self, f.name) for f in fields(self))), dtype=float).reshape(len(fields(self)), -1).T
         rows = np.ascontiguousarray(rows)
         rows.setflags(write=False)
@@ -344,25 +408,42 @@ def tmeasy_into(rows, mu, xi_z, xi_z_dot, vx, vy, omega, xi0_x, xi0_y, dt, omega
     (``TireParameters.rows``) and writes the TireOutput fields into out[:, i]."""
     last = rows.shape[0] - 1
     for i in range(out.shape[1]):
-        r0, rd, kz, dz, kx, ky, cx, cy, ddx, ddy, vn, crr = rows[min(i, last)]
+        r0, rd, kz, dz, kx, ky, cx, cy, ddx, ddy, vn, crr, shape, curv, fz0, qk, qmu = rows[min(i, last)]
         # normal force: F_z = max(0, k_z xi + d_z dxi) where xi > 0
         fz = max(kz * xi_z[i] + dz * xi_z_dot[i], 0.0) if xi_z[i] > 0.0 else 0.0
         loaded = 1.0 if fz > 0.0 else 0.0
         om = omega[i]
+        sign_om = 1.0 if om > 0.0 else (-1.0 if om < 0.0 else 0.0)
         # slip velocities dv = (r_D Omega - v_x, -v_y), u = (k_x dv_x, k_y dv_y)
         v_star = rd * abs(om) + vn
         dvx, dvy = rd * om - vx[i], -vy[i]
-        ux, uy = kx * dvx, ky * dvy
-        w = math.hypot(ux, uy)
-        # slip damper per unit load m1 = min(1/v*, mu/w)
-        mu_v = mu[i] * v_star
-        sat = w > mu_v
-        den = max(w, mu_v)
-        m1 = mu[i] / den
-        # dm1/dv (saturated only) and dm1/dOmega
-        g = m1 / (den * den) if sat else 0.0
-        dm1_dvx, dm1_dvy = g * kx * ux, g * ky * uy
-        dm1_dom = -rd * (dm1_dvx if sat else m1 * m1 * (1.0 if om > 0.0 else (-1.0 if om < 0.0 else 0.0)))
+        if shape == 0.0:
+            ux, uy = kx * dvx, ky * dvy
+            w = math.hypot(ux, uy)
+            # slip damper per unit load m1 = min(1/v*, mu/w)
+            mu_v = mu[i] * v_star
+            sat = w > mu_v
+            den = max(w, mu_v)
+            m1 = mu[i] / den
+            # dm1/dv (saturated only) and dm1/dOmega
+            g = m1 / (den * den) if sat else 0.0
+            dm1_dvx, dm1_dvy = g * kx * ux, g * ky * uy
+            dm1_dom = -rd * (dm1_dvx if sat else m1 * m1 * sign_om)
+            m_fz = m1                       # (dm_k/dF_z)/k_k
+        else:
+            # load sensitivity lam = max(1 - q (F_z/F_z0 - 1), 0.2); l = (dlam/dF_z)/lam
+            lam_k, lam_mu = 1.0 - qk * (fz / fz0 - 1.0), 1.0 - qmu * (fz / fz0 - 1.0)
+            l_k = -qk / (fz0 * lam_k) if lam_k > 0.2 else 0.0
+            l_mu = -qmu / (fz0 * lam_mu) if lam_mu > 0.2 else 0.0
+            lam_k, lam_mu = max(lam_k, 0.2), max(lam_mu, 0.2)
+            kx, ky = kx * lam_k, ky * lam_k
+            ux, uy = kx * dvx, ky * dvy
+            w = math.hypot(ux, uy)
+            m1, fp, h = _magic_formula(w, v_star, shape, curv, mu[i] * lam_mu)
+            # dm1/dw = w h (fixed v*), dm1/dv* = -f'/v*^2 (fixed w)
+            dm1_dvx, dm1_dvy = -h * kx * ux, -h * ky * uy
+            dm1_dom = rd * (h * kx * ux - sign_om * fp / (v_star * v_star))
+            m_fz = m1 * (1.0 + fz * l_k) + fz * h * w * w * (l_k - l_mu)   # (dm_k/dF_z)/(k_k lam_k)
         fd_x, xi1_x, pk_x, ddv_x = _deflection(kx, cx, ddx, dvx, fz, m1, xi0_x[i], dt)
         fd_y, xi1_y, pk_y, ddv_y = _deflection(ky, cy, ddy, dvy, fz, m1, xi0_y[i], dt)
         pfx, pfy = pk_x * fz, pk_y * fz
@@ -385,10 +466,32 @@ def tmeasy_into(rows, mu, xi_z, xi_z_dot, vx, vy, omega, xi0_x, xi0_y, dt, omega
         out[13, i] = pfy * dm1_dom
         out[14, i] = kz * loaded
         out[15, i] = dz * loaded
-        out[16, i] = pk_x * m1
-        out[17, i] = pk_y * m1
+        out[16, i] = pk_x * m_fz
+        out[17, i] = pk_y * m_fz
         out[18, i] = (-crr * rd * fz / omega_eps) * (1.0 - th * th)
         out[19, i] = dtrr_dfz
+
+
+@njit(cache=True)
+def _magic_formula(w, v_star, c, e, d):
+    """Slip damper per unit load m1 = f(sigma)/w (s/m), f'(sigma) (-) and h = (dm1/dw)/w (s/m^3)
+    at fixed v*, for f(sigma) = D sin(C atan(B sigma - E (B sigma - atan(B sigma)))), B = 1/(C D),
+    sigma = w/v* (module docstring)."""
+    b = 1.0 / (c * d)
+    sigma = w / v_star
+    x = b * sigma
+    if x < 1e-4:
+        # f = sigma + s3 sigma^3 + O(sigma^5): finite at w = 0
+        s3 = -b * b * ((1.0 + e) / 3.0 + c * c / 6.0)
+        q = s3 * sigma * sigma
+        return (1.0 + q) / v_star, 1.0 + 3.0 * q, 2.0 * s3 / (v_star * v_star * v_star)
+    x2 = x * x
+    phi = x - e * (x - math.atan(x))
+    theta = c * math.atan(phi)
+    f = d * math.sin(theta)
+    fp = d * math.cos(theta) * c * b * (1.0 - e * x2 / (1.0 + x2)) / (1.0 + phi * phi)
+    m1 = f / w
+    return m1, fp, (fp / v_star - m1) / (w * w)
 
 
 @njit(cache=True)
