@@ -25,7 +25,7 @@ position and r_a the antenna position in base_link, and R_bs the IMU mounting ro
 
 Error model of every channel (per component, per sample k of a sensor with period dt)::
 
-    y_k = h_k + b_k + n_k
+    y_k = (1 + s) h_k + b_k + n_k                                 (s: scale-factor error per component)
     b_0 = bias,  b_{k+1} = b_k + q sqrt(dt) w_k                    (bias random walk, q >= 0)
     n_k = sigma w'_k                                             (white, correlation_time_s = 0)
     n_k = phi n_{k-1} + sqrt(1 - phi^2) sigma w'_k,  phi = exp(-dt / tau),  n_0 = sigma w'_0
@@ -84,12 +84,19 @@ class NoiseModel:
         Random-walk intensity q of the bias (unit of the quantity per sqrt(s)); 0 = constant.
     correlation_time_s : float
         Time constant of the first-order Gauss-Markov noise; 0 = white noise.
+    scale_factor : tuple of n float
+        Scale-factor error s per component (the sensor reads (1 + s) times the true value); 0 = none.
     """
 
     sigma: tuple[float, ...]
     bias: tuple[float, ...]
     bias_walk_per_sqrt_s: float = 0.0
     correlation_time_s: float = 0.0
+    scale_factor: tuple[float, ...] | None = None
+
+    def scaled(self, value: np.ndarray) -> np.ndarray:
+        """(1 + s) value, the true value as the sensor's scale sees it."""
+        return value if self.scale_factor is None else value * (1.0 + np.asarray(self.scale_factor, dtype=float))
 
 
 @dataclass(frozen=True)
@@ -362,6 +369,7 @@ def _noise(parent: _Section, key: str, n: int, *, enu: bool = False, required: b
         bias=sec.vector("bias", n, 0.0),
         bias_walk_per_sqrt_s=sec.number("bias_walk_per_sqrt_s", 0.0, minimum=0.0),
         correlation_time_s=sec.number("correlation_time_s", 0.0, minimum=0.0),
+        scale_factor=sec.vector("scale_factor", n, 0.0),
     )
     sec.finish()
     return model
@@ -794,8 +802,8 @@ class SensorSynthesizer:
             stamp_ns=stamp_ns,
             receive_ns=stamp_ns + sensor.latency_ns,
             frame_id=self._imu_frame_id,
-            angular_velocity_rad_s=self._imu_rotation_sb @ omega + gyro_error,
-            linear_acceleration_m_s2=self._imu_rotation_sb @ specific_force + accel_error,
+            angular_velocity_rad_s=cfg.gyro_rad_s.scaled(self._imu_rotation_sb @ omega) + gyro_error,
+            linear_acceleration_m_s2=cfg.accel_m_s2.scaled(self._imu_rotation_sb @ specific_force) + accel_error,
             angular_velocity_sigma=float(cfg.gyro_rad_s.sigma[0]),
             linear_acceleration_sigma=float(cfg.accel_m_s2.sigma[0]),
         )
@@ -838,7 +846,7 @@ class SensorSynthesizer:
         else:
             torque = np.full(4, math.nan)
         return WheelSample(stamp_ns, stamp_ns + sensor.latency_ns, angle,
-                           np.asarray(x.wheel_rate_rad_s, dtype=float) + rate_error, torque)
+                           sensor.cfg.rate_rad_s.scaled(np.asarray(x.wheel_rate_rad_s, dtype=float)) + rate_error, torque)
 
     def _steering(self, sensor: _Sensor, stamp_ns: int, x: TruthSample) -> SteeringSample | None:
         error = self._errors["steering"].draw()
