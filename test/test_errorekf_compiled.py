@@ -1,6 +1,7 @@
 """The compiled paths of the errorEKF-FE and the SPI against their plain numpy definitions: sensor blocks
 (H mapped onto the error state, innovation, gate, Joseph form), the IMU and wheel-rate updates, the
-covariance propagation with F kept as its velocity rows, the feedback, and the SPI's force residuals."""
+covariance propagation with F kept as its velocity rows, the feedback, and the SPI's force residuals; with and
+without the extra states (IMU biases, model parameters), whose acceleration response is checked against the model."""
 import numpy as np
 import pytest
 
@@ -10,15 +11,19 @@ from state_observer.estimation.kalman import SensorStatistics, sequential_update
 from state_observer.sensors import models
 
 
-@pytest.fixture(scope="module")
-def filt():
+EXTRAS = dict(imu_biases=True, parameters=("mass", "cornering_front", "cornering_rear", "longitudinal"))
+
+
+@pytest.fixture(scope="module", params=["plain", "extras"])
+def filt(request):
     from state_observer.paths import default_vehicle_path
     from state_observer.sim.sensors import mounts_from_vehicle
     from state_observer.vehicle.description import load_vehicle
     from state_observer.vehicle.reduced import ReducedVehicle
 
     desc = load_vehicle(default_vehicle_path())
-    f = VehicleErrorEKF(ReducedVehicle(desc), mounts_from_vehicle(desc), ErrorEkfSettings())
+    settings = ErrorEkfSettings(**(EXTRAS if request.param == "extras" else {}))
+    f = VehicleErrorEKF(ReducedVehicle(desc), mounts_from_vehicle(desc), settings)
     f.start(speed_m_s=15.0)
     f.vehicle.set_inputs(0.4, [100.0, 100.0, 0.0, 0.0], [0.0] * 4)
     for _ in range(30):
@@ -26,20 +31,25 @@ def filt():
         f.correct()
     assert f.predict()
     rng = np.random.default_rng(4)
-    f.x[:] = rng.standard_normal(3 * N) * 1e-3  # as after earlier blocks of the step
+    f.x[:] = rng.standard_normal(len(f.x)) * 1e-3  # as after earlier blocks of the step
     return f
 
 
-def mapped(f, H):
-    """H over [z, z_dot, z_ddot] onto [dz, dz_dot, a]: dz_ddot = A dz + B dz_dot + a."""
-    H = H.copy()
-    H[:, :N] += H[:, 2 * N :] @ f._A
-    H[:, N : 2 * N] += H[:, 2 * N :] @ f._B
-    return H
+def mapped(f, H, bias_col=-1):
+    """H over [z, z_dot, z_ddot] onto [dz, dz_dot, a, e]: dz_ddot = A dz + B dz_dot + a + Gp e, plus the identity on a
+    sensor's bias columns."""
+    out = np.zeros((H.shape[0], len(f.x)))
+    out[:, : 3 * N] = H
+    out[:, :N] += H[:, 2 * N :] @ f._A
+    out[:, N : 2 * N] += H[:, 2 * N :] @ f._B
+    out[:, 3 * N :] += H[:, 2 * N :] @ f._Gp
+    if bias_col >= 0:
+        out[:, bias_col : bias_col + 3] += np.eye(3)
+    return out
 
 
-def reference_block(f, x, P, y, h, H, R):
-    Hm = mapped(f, H)
+def reference_block(f, x, P, y, h, H, R, bias_col=-1):
+    Hm = mapped(f, H, bias_col)
     stats = SensorStatistics()
     accepted = sequential_update(x, P, y - h - Hm @ x, Hm, R, f.gate(len(y)), stats)
     return accepted, stats
@@ -50,15 +60,16 @@ def test_sensor_blocks_match_the_numpy_update(filt):
     q, qd, qdd = f._state()
     m = f.mounts
     rng = np.random.default_rng(5)
-    blocks = [models.gyroscope(q, qd, m.imu_rotation), models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation),
-              models.gnss_velocity(q, qd, m.gnss_position_m)]
-    for h, H in blocks:
+    blocks = [(*models.gyroscope(q, qd, m.imu_rotation), f.gyro_bias_col),
+              (*models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation), f.accel_bias_col),
+              (*models.gnss_velocity(q, qd, m.gnss_position_m), -1)]
+    for h, H, bias_col in blocks:
         y = h + rng.standard_normal(3) * 0.05
         R = np.eye(3) * 0.01
         x0, P0 = f.x.copy(), f.P.copy()
-        accepted, stats = reference_block(f, x0, P0, y, h, H, R)
+        accepted, stats = reference_block(f, x0, P0, y, h, H, R, bias_col)
         x1, P1, nu = f.x.copy(), f.P.copy(), np.empty(3)
-        nis = ekf._error_block(x1, P1, y, h, H, R, f._A, f._B, f.gate(3), nu)
+        nis = ekf._error_block(x1, P1, y, h, H, R, f._A, f._B, f._Gp, f.gate(3), nu, bias_col)
         assert accepted and nis == pytest.approx(stats.last_nis, rel=1e-9)
         np.testing.assert_allclose(nu, stats.last_innovation, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-12 * np.abs(x0).max())
@@ -75,10 +86,10 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
     rates = qd[10:14] + 0.05
     x0, P0 = f.x.copy(), f.P.copy()
     expected = []
-    for name, h, H, y, R in (("gyroscope", *f._h_gyroscope(), gyro, np.eye(3) * 1e-4),
-                             ("accelerometer", *f._h_accelerometer(), accel, np.eye(3) * 1e-2),
-                             ("wheel_rates", *f._h_wheel_rates(), rates, np.eye(4) * 0.05**2)):
-        accepted, _ = reference_block(f, x0, P0, y, h, H, R)
+    for name, h, H, y, R, col in (("gyroscope", *f._h_gyroscope(), gyro - f.imu_bias[:3], np.eye(3) * 1e-4, f.gyro_bias_col),
+                                  ("accelerometer", *f._h_accelerometer(), accel - f.imu_bias[3:], np.eye(3) * 1e-2, f.accel_bias_col),
+                                  ("wheel_rates", *f._h_wheel_rates(), rates, np.eye(4) * 0.05**2, -1)):
+        accepted, _ = reference_block(f, x0, P0, y, h, H, R, col)
         expected.append(accepted)
     stats = dict(f.stats)
     try:
@@ -100,11 +111,11 @@ def test_covariance_propagation_and_feedback_match_the_dense_forms(filt):
     np.testing.assert_allclose(P, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
     solver = f.vehicle.solver
     x = f.x
-    q, qd, qdd, dQ, force_ok, finite = ekf._feed_back(x, solver.q, solver.qd, solver.qdd, f._A, f._B, f._M, f._feedback_mask, f.P)
-    dz, dzd, a = x[:N], x[N : 2 * N], x[2 * N :]
+    q, qd, qdd, dQ, force_ok, finite = ekf._feed_back(x, solver.q, solver.qd, solver.qdd, f._A, f._B, f._Gp, f._M, f._feedback_mask, f.P)
+    dz, dzd, a, e = x[:N], x[N : 2 * N], x[2 * N : 3 * N], x[3 * N :]
     np.testing.assert_allclose(q, solver.q + dz, rtol=1e-14)
     np.testing.assert_allclose(qd, solver.qd + dzd, rtol=1e-14)
-    np.testing.assert_allclose(qdd, solver.qdd + f._A @ dz + f._B @ dzd + a, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(qdd, solver.qdd + f._A @ dz + f._B @ dzd + a + f._Gp @ e, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(dQ, (f._M @ a) * f._feedback_mask, rtol=1e-12, atol=1e-12)
     assert force_ok and finite
 
@@ -134,3 +145,29 @@ def test_spi_force_residuals_match_the_model_evaluation(filt):
         v.set_total_mass(before[0])
         v.mu = before[1]
         v.force_correction[:] = saved
+
+
+def test_parameter_states_predict_the_model_response(filt):
+    """The filter's transition of a parameter error (the velocity rows G of F) equals what the model does over its next step
+    when the parameter is fed back (the tires carry the new forces at once; the accelerations move by Gp e as in the feedback):
+    velocities to 6 % of the response; zero response for the IMU biases."""
+    import copy
+
+    f = filt
+    if not f.parameter_names:
+        pytest.skip("no parameter states")
+    f._linearise()
+    for k, name in enumerate(f.parameter_names):
+        col = f.parameter_col + k - 3 * N
+        step = {"mass": 30.0}.get(name, 0.05)
+        changed, same = copy.deepcopy(f.vehicle), copy.deepcopy(f.vehicle)
+        theta = changed.parameters
+        theta[f._parameter_index[k]] += step
+        changed.apply_parameters(theta, carry_tire_forces=True)
+        changed.solver.qdd = changed.solver.qdd + f._Gp[:, col] * step  # as the feedback does (VehicleErrorEKF.correct)
+        assert changed.step().success and same.step().success
+        response = changed.solver.qd - same.solver.qd
+        predicted = f._G[:, 3 * N + col] * step
+        assert np.abs(response[:6]).max() > 1e-6
+        np.testing.assert_allclose(response[:6], predicted[:6], rtol=0, atol=0.06 * np.abs(response[:6]).max(), err_msg=name)
+    assert not f._Gp[:, :6].any()  # the biases act on the measurements only

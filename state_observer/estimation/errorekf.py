@@ -53,6 +53,8 @@ class ErrorEkfSettings:
     # coordinates that receive force feedback (x, y, yaw and the wheel spins): heave, roll, pitch and the
     # travels are held by the stiff tires and springs, where an unobservable force offset would only
     # shift the static equilibrium
+    # (errorEKF-FE: 0 and 1 are the chassis' longitudinal and lateral axes, not east and north: the force correction and
+    # the plant noise of x and y are expressed in the heading frame, so that a correction does not turn with the car)
     force_feedback_coordinates: tuple = (0, 1, 5)
     plant_sigma2: np.ndarray = field(default_factory=lambda: np.array([100.0, 100.0, 100.0, 10.0, 10.0, 10.0] + [10.0] * 4 + [1000.0] * 4))
     # initial error sigmas per coordinate: positions (m, rad), velocities, accelerations
@@ -63,14 +65,41 @@ class ErrorEkfSettings:
     gnss_orientation_columns: bool = False
     reacquire_after_s: float = 2.0
     enabled_sensors: tuple = SENSORS  # measurements the filter uses (others are ignored, not counted)
-    relock_after: int = 50
-    transition_every_steps: int = 5  # re-linearise the model (A, B, F) every 20 ms (every step: same accuracy on circle_mu08, 13 % slower)  # consecutive rejections of a (non-GNSS-fix) sensor before it is trusted again
+    relock_after: int = 50  # consecutive rejections of a (non-GNSS-fix) sensor before it is trusted again
+    transition_every_steps: int = 5  # re-linearise the model (A, B, F) every 20 ms (every step: same accuracy on circle_mu08, 13 % slower)
     divergence_nis_factor: float = 20.0  # recent mean NIS above factor * dof flags divergence
+    # what the model cannot reproduce of each IMU sample (vibration, body bending, unmodelled roll and pitch dynamics), added
+    # in quadrature to the sample's own sigma: a 200 Hz accelerometer with its datasheet noise alone would make every
+    # model error look like information (rad/s, m/s^2)
+    gyro_model_sigma: float = 0.0
+    accelerometer_model_sigma: float = 0.0
+    # errorEKF-FE only: IMU biases (gyroscope rad/s, accelerometer m/s^2, sensor axes) as random-walk states
+    imu_biases: bool = False
+    gyro_bias_sigma: float = 0.01  # initial 1-sigma, rad/s (0.6 deg/s)
+    gyro_bias_walk: float = 2e-4  # rad/s per sqrt(s)
+    accel_bias_sigma: float = 0.3  # m/s^2
+    accel_bias_walk: float = 2e-3  # m/s^2 per sqrt(s)
+    # errorEKF-FE only: model parameters as random-walk states (names of PARAMETER_NAMES), with their initial 1-sigma and
+    # walk per sqrt(s) (mass in kg, friction and the stiffness scales dimensionless)
+    parameters: tuple = ()
+    parameter_sigma: dict = field(default_factory=lambda: {"mass": 150.0, "friction": 0.2, "cornering_front": 0.25, "cornering_rear": 0.25,
+                                                            "longitudinal": 0.25})
+    parameter_walk: dict = field(default_factory=lambda: {"mass": 0.5, "friction": 0.02, "cornering_front": 0.01, "cornering_rear": 0.01,
+                                                           "longitudinal": 0.01})
 
     def __post_init__(self):
         self.plant_sigma2 = np.broadcast_to(np.asarray(self.plant_sigma2, float), (N,)).copy()
         if np.any(self.plant_sigma2 < 0) or not np.all(np.isfinite(self.plant_sigma2)):
             raise ValueError("ErrorEkfSettings.plant_sigma2 must be finite and >= 0")
+        unknown = [p for p in self.parameters if p not in PARAMETER_NAMES]
+        if unknown:
+            raise ValueError(f"ErrorEkfSettings.parameters: unknown {unknown}; known: {', '.join(PARAMETER_NAMES)}")
+
+
+PARAMETER_NAMES = ("mass", "friction", "cornering_front", "cornering_rear", "longitudinal")  # the columns of ReducedVehicle.parameters
+PARAMETER_STEP = {"mass": 10.0, "friction": 0.01, "cornering_front": 0.01, "cornering_rear": 0.01, "longitudinal": 0.01}  # finite differences
+PARAMETER_BOUNDS = {"mass": (0.5, 2.0), "friction": (0.1, 1.5), "cornering_front": (0.4, 2.5), "cornering_rear": (0.4, 2.5),
+                    "longitudinal": (0.4, 2.5)}  # mass: times the initial mass
 
 
 def trapezoidal_transition(M: np.ndarray, K: np.ndarray, C: np.ndarray, h: float, acceleration_input: bool) -> np.ndarray:
@@ -96,13 +125,17 @@ def trapezoidal_transition(M: np.ndarray, K: np.ndarray, C: np.ndarray, h: float
 
 
 @njit(cache=True)
-def _map_columns(H, A, B, levels):
-    """H (m, 3n) over [z, z_dot, z_ddot] onto the error state: [H_z + H_a A, H_zd + H_a B, H_a] for
-    ``levels`` 3 (a = dz_ddot - A dz - B dz_dot), the first 2n columns for 2."""
+def _map_columns(H, A, B, Gp, size):
+    """H (m, 3n) over [z, z_dot, z_ddot] onto an error state of ``size`` columns: the first 2n columns for the plain
+    errorEKF (size 2n); for the errorEKF-FE [H_z + H_a A, H_zd + H_a B, H_a, H_a Gp] (a = dz_ddot - A dz - B dz_dot -
+    Gp e, Gp (n, size - 3n) the acceleration response to the extra states e: zero for IMU biases, -M^-1 dr/dtheta
+    for model parameters)."""
     m, n = H.shape[0], A.shape[0]
-    if levels == 2:
+    if size == 2 * n:
         return H[:, : 2 * n].copy()
-    out = H.copy()
+    out = np.zeros((m, size))
+    out[:, : 3 * n] = H[:, : 3 * n]
+    ne = size - 3 * n
     for a in range(m):
         for k in range(n):
             hk = H[a, 2 * n + k]
@@ -110,14 +143,20 @@ def _map_columns(H, A, B, levels):
                 for j in range(n):
                     out[a, j] += hk * A[k, j]
                     out[a, n + j] += hk * B[k, j]
+                for j in range(ne):
+                    out[a, 3 * n + j] += hk * Gp[k, j]
     return out
 
 
 @njit(cache=True)
-def _error_block(x, P, y, h, H, R, A, B, gate, innovation):
-    """:meth:`VehicleErrorEKF._apply` compiled: H mapped (:func:`_map_columns`, by len(x)), the innovation
-    y - h - H x written to ``innovation``, then :func:`.kalman.joseph_update` (its return value)."""
-    Hx = _map_columns(H, A, B, x.shape[0] // A.shape[0])
+def _error_block(x, P, y, h, H, R, A, B, Gp, gate, innovation, bias_col):
+    """:meth:`VehicleErrorEKF._apply` compiled: H mapped (:func:`_map_columns`), plus the identity on the m columns
+    from ``bias_col`` (a sensor bias state; -1: none), the innovation y - h - H x written to ``innovation``, then
+    :func:`.kalman.joseph_update` (its return value)."""
+    Hx = _map_columns(H, A, B, Gp, x.shape[0])
+    if bias_col >= 0:
+        for a in range(y.shape[0]):
+            Hx[a, bias_col + a] += 1.0
     for a in range(y.shape[0]):
         acc = y[a] - h[a]
         for k in range(x.shape[0]):
@@ -127,14 +166,15 @@ def _error_block(x, P, y, h, H, R, A, B, gate, innovation):
 
 
 @njit(cache=True)
-def _fe_transition(M, K, C, h, G, A, B):
-    """The compiled core of the errorEKF-FE's :func:`trapezoidal_transition` (with the acceleration input):
-    G = W^-1 [-h K, M - h/2 C - h^2/4 K, h M] (n, 3n), the velocity rows of F, and A = -M^-1 K, B = -M^-1 C,
-    written in place.  Returns False when M or W is singular."""
-    n = M.shape[0]
+def _fe_transition(M, K, C, h, Dr, G, A, B, Gp):
+    """The compiled core of the errorEKF-FE's :func:`trapezoidal_transition` (with the acceleration input) and its extra
+    states: G = W^-1 [-h K, M - h/2 C - h^2/4 K, h M, -h Dr] (n, 3n + ne), the velocity rows of F, A = -M^-1 K,
+    B = -M^-1 C and Gp = -M^-1 Dr (Dr (n, ne) = dr/de, the force residual's response to the extra states), written in
+    place.  Returns False when M or W is singular."""
+    n, ne = M.shape[0], Dr.shape[1]
     LU, piv = M.copy(), np.zeros(n, dtype=np.intp)
     W = np.empty((n, n))
-    rhs = np.empty((n, 3 * n))
+    rhs = np.empty((n, 3 * n + ne))
     for i in range(n):
         for j in range(n):
             hC, h2K = 0.5 * h * C[i, j], 0.25 * h * h * K[i, j]
@@ -142,11 +182,14 @@ def _fe_transition(M, K, C, h, G, A, B):
             rhs[i, j] = -h * K[i, j]
             rhs[i, n + j] = M[i, j] - hC - h2K
             rhs[i, 2 * n + j] = h * M[i, j]
+        for j in range(ne):
+            rhs[i, 3 * n + j] = -h * Dr[i, j]
     if not lu_factor(LU, piv):
         return False
-    AB = lu_solve_columns(LU, piv, np.hstack((K, C)))
-    A[:, :] = -AB[:, :n]
-    B[:, :] = -AB[:, n:]
+    ABG = lu_solve_columns(LU, piv, np.hstack((K, C, Dr)))
+    A[:, :] = -ABG[:, :n]
+    B[:, :] = -ABG[:, n : 2 * n]
+    Gp[:, :] = -ABG[:, 2 * n :]
     if not lu_factor(W, piv):
         return False
     G[:, :] = lu_solve_columns(W, piv, rhs)
@@ -155,22 +198,25 @@ def _fe_transition(M, K, C, h, G, A, B):
 
 @njit(cache=True)
 def _propagate_fe(P, G, h, plant, FP):
-    """P <- F P F^T + plant (symmetrised) for the errorEKF-FE's F = [[I + h/2 G_1, h/2 (I + G_2), h/2 G_3],
-    G, [0, 0, I]], G (n, 3n) its velocity rows (:func:`_fe_transition`): two (n, 3n) products instead of
-    two (3n, 3n) ones; ``FP`` (3n, 3n) work array."""
+    """P <- F P F^T + plant (symmetrised) for the errorEKF-FE's F = [[I + h/2 G_1, h/2 (I + G_2), h/2 G_3, h/2 G_e],
+    G, [0, 0, I, 0], [0, 0, 0, I]], G (n, 3n + ne) its velocity rows (:func:`_fe_transition`): two (n, m) products
+    instead of two (m, m) ones; ``FP`` (m, m) work array."""
     n, m = G.shape[0], P.shape[0]
     GP = G @ P
     for r in range(n):
         for j in range(m):
             FP[r, j] = P[r, j] + 0.5 * h * (P[n + r, j] + GP[r, j])
             FP[n + r, j] = GP[r, j]
-            FP[2 * n + r, j] = P[2 * n + r, j]
+    for r in range(2 * n, m):
+        for j in range(m):
+            FP[r, j] = P[r, j]
     X = FP @ G.T
     for i in range(m):
         for r in range(n):
             P[i, r] = FP[i, r] + 0.5 * h * (FP[i, n + r] + X[i, r])
             P[i, n + r] = X[i, r]
-            P[i, 2 * n + r] = FP[i, 2 * n + r]
+        for r in range(2 * n, m):
+            P[i, r] = FP[i, r]
     for i in range(m):
         for j in range(i, m):
             v = 0.5 * (P[i, j] + P[j, i]) + plant[i, j]
@@ -179,22 +225,24 @@ def _propagate_fe(P, G, h, plant, FP):
 
 
 @njit(cache=True)
-def _feed_back(x, q, qd, qdd, A, B, M, mask, P):
-    """errorEKF-FE feedback of x = [dz, dz_dot, a]: q + dz, qd + dz_dot, qdd + A dz + B dz_dot + a (new
-    arrays) and the force increment dQ = (M a) * mask.  Returns them with dQ's finiteness and that of P and
-    the new q."""
+def _feed_back(x, q, qd, qdd, A, B, Gp, M, mask, P):
+    """errorEKF-FE feedback of x = [dz, dz_dot, a, e]: q + dz, qd + dz_dot, qdd + A dz + B dz_dot + a + Gp e (new
+    arrays) and the force increment dQ = (M a) * mask.  Returns them with dQ's finiteness and that of P and the new q."""
     n = q.shape[0]
+    ne = Gp.shape[1]
     q1, qd1, qdd1, dQ = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     force_ok, finite = True, True
     for i in range(n):
         q1[i] = q[i] + x[i]
         qd1[i] = qd[i] + x[n + i]
-        Adz, Bdzd, Ma = 0.0, 0.0, 0.0
+        Adz, Bdzd, Ma, Ge = 0.0, 0.0, 0.0, 0.0
         for j in range(n):
             Adz += A[i, j] * x[j]
             Bdzd += B[i, j] * x[n + j]
             Ma += M[i, j] * x[2 * n + j]
-        qdd1[i] = qdd[i] + Adz + Bdzd + x[2 * n + i]
+        for j in range(ne):
+            Ge += Gp[i, j] * x[3 * n + j]
+        qdd1[i] = qdd[i] + Adz + Bdzd + x[2 * n + i] + Ge
         dQ[i] = Ma * mask[i]
         force_ok = force_ok and math.isfinite(dQ[i])
         finite = finite and math.isfinite(q1[i])
@@ -205,19 +253,21 @@ def _feed_back(x, q, qd, qdd, A, B, M, mask, P):
 
 
 @njit(cache=True)
-def _imu_blocks(x, P, q, qd, qdd, S, r, gyro, accel, gyro_var, accel_var, A, B, gate, use_gyro, use_accel, nu_gyro, nu_accel):
+def _imu_blocks(x, P, q, qd, qdd, S, r, gyro, accel, gyro_var, accel_var, A, B, Gp, gate, use_gyro, use_accel, nu_gyro, nu_accel, gyro_bias_col,
+                accel_bias_col):
     """:meth:`VehicleErrorEKF.update_imu` compiled: the gyroscope block, then the accelerometer block
-    (:func:`_error_block`; sensor models of :mod:`state_observer.sensors.models`, mounting rotation S,
-    lever arm r, noise variances (rad/s)^2, (m/s^2)^2).  Returns both codes of :func:`.kalman.joseph_update`
-    (0 for a block not used)."""
+    (:func:`_error_block`; sensor models of :mod:`state_observer.sensors.models`, mounting rotation S, lever arm r,
+    per-axis noise variances (3,) (rad/s)^2, (m/s^2)^2, the bias states' first columns or -1; ``gyro`` and ``accel``
+    with the estimated biases already removed).  Returns both codes of :func:`.kalman.joseph_update` (0 for a block
+    not used)."""
     St = np.ascontiguousarray(S.T)
     nis_gyro = nis_accel = 0.0
     if use_gyro:
         h, H = models._gyroscope(q, qd, St)
-        nis_gyro = _error_block(x, P, gyro, h, H, np.eye(3) * gyro_var, A, B, gate, nu_gyro)
+        nis_gyro = _error_block(x, P, gyro, h, H, np.diag(gyro_var), A, B, Gp, gate, nu_gyro, gyro_bias_col)
     if use_accel:
         h, H = models._accelerometer(q, qd, qdd, r, St, models.GRAVITY_ENU_M_S2)
-        nis_accel = _error_block(x, P, accel, h, H, np.eye(3) * accel_var, A, B, gate, nu_accel)
+        nis_accel = _error_block(x, P, accel, h, H, np.diag(accel_var), A, B, Gp, gate, nu_accel, accel_bias_col)
     return nis_gyro, nis_accel
 
 
@@ -265,6 +315,11 @@ class SensorBookkeeping:
     def _shift_position(self, offset_m: np.ndarray) -> None:
         raise NotImplementedError
 
+    def initial_sigma(self) -> np.ndarray:
+        """Initial 1-sigma of every error state: positions, velocities (and accelerations) of the settings."""
+        s = self.settings
+        return np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma, s.initial_acceleration_sigma])[: self.P.shape[0]]
+
     def _after_gnss_fix(self, accepted: bool, antenna_enu_m: np.ndarray, predicted, covariance_m2: np.ndarray) -> bool:
         """Re-acquisition bookkeeping after a fix was offered; ``predicted()`` gives the model's antenna
         position, evaluated only when re-acquiring.  Returns ``accepted``."""
@@ -289,10 +344,8 @@ class SensorBookkeeping:
         stats = self.stats[name]
         gate = self.gate(len(innovation))
         if stats.consecutive_rejections >= self.settings.relock_after and np.all(np.isfinite(innovation)):
-            s = self.settings
             observed = np.flatnonzero(np.any(H != 0.0, axis=0))
-            sig = np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma, s.initial_acceleration_sigma])
-            self.P[observed, observed] += np.square(sig[observed])
+            self.P[observed, observed] += np.square(self.initial_sigma()[observed])
             gate = math.inf
             self.n_relocks += 1
         return sequential_update(self.x, self.P, innovation, H, R, gate, stats)
@@ -322,35 +375,73 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.settings = s = settings or ErrorEkfSettings()
         self.dt = vehicle.dt_s
         self.levels = 3 if s.force_estimation else 2
-        n = self.levels * N
+        # extra states after [dz, dz_dot, a] (errorEKF-FE only): IMU biases, then model parameters
+        fe = s.force_estimation
+        self.gyro_bias_col = 3 * N if fe and s.imu_biases else -1
+        self.accel_bias_col = 3 * N + 3 if fe and s.imu_biases else -1
+        self.parameter_names = tuple(s.parameters) if fe else ()
+        self.parameter_col = 3 * N + (6 if self.gyro_bias_col >= 0 else 0)
+        n_extra = (6 if self.gyro_bias_col >= 0 else 0) + len(self.parameter_names)
+        n = self.levels * N + n_extra
         self.x = np.zeros(n)
         self.P = np.zeros((n, n))
+        self.imu_bias = np.zeros(6)  # estimated gyroscope (rad/s) and accelerometer (m/s^2) biases, sensor axes
+        self._parameter_index = np.array([PARAMETER_NAMES.index(p) for p in self.parameter_names], dtype=np.intp)
+        self._initial_parameters = None  # the model's parameters at the start (bounds are relative to the mass)
         dt = self.dt
-        if s.force_estimation:
-            self.plant = white_jerk_covariance(s.plant_sigma2, dt)
+        if fe:
+            plant = np.zeros((n, n))
+            plant[: 3 * N, : 3 * N] = white_jerk_covariance(s.plant_sigma2, dt)
+            walks = np.concatenate([[s.gyro_bias_walk] * 3 + [s.accel_bias_walk] * 3 if self.gyro_bias_col >= 0 else [],
+                                    [s.parameter_walk[p] for p in self.parameter_names]])
+            plant[3 * N :, 3 * N :] = np.diag(np.square(walks) * dt)
+            self.plant = plant
         else:
             self.plant = white_acceleration_covariance(s.plant_sigma2, dt)
             self.F = np.block([[np.eye(N), dt * np.eye(N)], [np.zeros((N, N)), np.eye(N)]])
         self._init_bookkeeping(s)
         self._feedback_mask = np.zeros(N)
         self._feedback_mask[list(s.force_feedback_coordinates)] = 1.0
+        self._heading_axes = self._feedback_mask[:2].copy()  # longitudinal, lateral (errorEKF-FE; applied in _force_feedback)
+        if fe:
+            self._feedback_mask[:2] = 1.0
         self.n_force_resets = 0  # force corrections dropped because the model step failed with them
         self._relinearise = s.force_estimation  # the transition follows the model (else constant F)
         self._steps_since_transition = 0
         self._M = None  # mass matrix of the last linearisation
         self._A, self._B = np.zeros((N, N)), np.zeros((N, N))  # -M^-1 K, -M^-1 C at the last linearisation
-        self._G = np.zeros((N, 3 * N))  # errorEKF-FE: the velocity rows of F (_fe_transition)
+        self._Gp = np.zeros((N, max(n_extra, 0)))  # acceleration response to the extra states (-M^-1 dr/de)
+        self._G = np.zeros((N, n if fe else 3 * N))  # errorEKF-FE: the velocity rows of F (_fe_transition)
         self._work = np.zeros((n, n))
         self._compiled_sensors = True  # the IMU update in one compiled call (the sensor models of the 14-DOF state)
 
+    def initial_sigma(self) -> np.ndarray:
+        """Initial 1-sigma of every error state (the diagonal of P at a start)."""
+        s = self.settings
+        sig = [s.initial_position_sigma, s.initial_velocity_sigma, s.initial_acceleration_sigma][: self.levels]
+        if self.gyro_bias_col >= 0:
+            sig.append([s.gyro_bias_sigma] * 3 + [s.accel_bias_sigma] * 3)
+        sig.append([s.parameter_sigma[p] for p in self.parameter_names])
+        return np.concatenate(sig)
+
+    def parameter_values(self) -> np.ndarray:
+        """The model's current values of the estimated parameters (in the order of ``settings.parameters``)."""
+        return self.vehicle.parameters[self._parameter_index] if self.parameter_names else np.zeros(0)
+
+    def parameter_sigma_values(self) -> np.ndarray:
+        c = self.parameter_col
+        return np.sqrt(np.diag(self.P)[c : c + len(self.parameter_names)])
+
     # ----- life cycle ---------------------------------------------------------------------------------
     def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:
+        """Start the model at a pose and speed (straight, level); the biases are forgotten, the model parameters kept."""
         self.vehicle.start(speed_m_s=speed_m_s, yaw_rad=yaw_rad, position_m=position_m, t=t)
         self._restart_bookkeeping()
-        s = self.settings
-        sig = np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma, s.initial_acceleration_sigma])
-        self.P[:] = np.diag(np.square(sig[: self.levels * N]))
+        if self._initial_parameters is None:
+            self._initial_parameters = self.vehicle.parameters.copy()
+        self.P[:] = np.diag(np.square(self.initial_sigma()))
         self.x[:] = 0.0
+        self.imu_bias[:] = 0.0
 
     def predict(self) -> bool:
         """Advance the model one step (inputs already set on the vehicle) and propagate P."""
@@ -361,7 +452,7 @@ class VehicleErrorEKF(SensorBookkeeping):
             # widen the acceleration errors and retry the step (a failed step leaves the model unchanged)
             v.force_correction[:] = 0.0
             self.n_force_resets += 1
-            self.P[2 * N :, 2 * N :] += np.diag(np.square(self.settings.initial_acceleration_sigma))
+            self.P[2 * N : 3 * N, 2 * N : 3 * N] += np.diag(np.square(self.settings.initial_acceleration_sigma))
             result = v.step()
         if not result.success:
             return False
@@ -379,24 +470,57 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.x[:] = 0.0
         return True
 
+    def _heading_plant(self, yaw: float) -> None:
+        """The plant noise of the x and y errors with the intensities of ``plant_sigma2[0:2]`` along the heading and across it
+        (Sigma = R(yaw) diag(q_long, q_lat) R(yaw)^T in every block of the white-jerk covariance)."""
+        q_long, q_lat = self.settings.plant_sigma2[0:2]
+        if q_long == q_lat:
+            return
+        c, s = math.cos(yaw), math.sin(yaw)
+        sigma = np.array([[c * c * q_long + s * s * q_lat, c * s * (q_long - q_lat)], [c * s * (q_long - q_lat), s * s * q_long + c * c * q_lat]])
+        dt = self.dt
+        block = np.array([[dt**5 / 20, dt**4 / 8, dt**3 / 6], [dt**4 / 8, dt**3 / 3, dt**2 / 2], [dt**3 / 6, dt**2 / 2, dt]])
+        for i in range(3):
+            for j in range(3):
+                self.plant[i * N : i * N + 2, j * N : j * N + 2] = block[i, j] * sigma
+
     def _linearise(self) -> None:
-        """errorEKF-FE: M, A = -M^-1 K, B = -M^-1 C and the velocity rows G of F at the current model state."""
+        """errorEKF-FE: M, A = -M^-1 K, B = -M^-1 C, the parameters' acceleration response and the velocity rows G of F
+        at the current model state."""
         solver = self.vehicle.solver
+        self._heading_plant(float(solver.q[5]))
         M = self._M = self.vehicle.mass_matrix(solver.q)
-        if not _fe_transition(M, solver.K, solver.C, self.dt, self._G, self._A, self._B):
+        if not _fe_transition(M, solver.K, solver.C, self.dt, self.residual_sensitivity(), self._G, self._A, self._B, self._Gp):
             raise np.linalg.LinAlgError("errorEKF-FE: singular mass or tangent matrix")
+
+    def residual_sensitivity(self) -> np.ndarray:
+        """dr/de (N, extra states): the force residual's response to the extra states at the current model state, by forward
+        differences of the steady-state tire forces (the parameters change slowly: the carcass has relaxed); zero for the
+        IMU biases, which act on measurements only."""
+        n_extra = self.P.shape[0] - 3 * N
+        Dr = np.zeros((N, n_extra))
+        if not self.parameter_names:
+            return Dr
+        theta0 = self.vehicle.parameters
+        thetas = np.repeat(theta0[None], 1 + len(self.parameter_names), axis=0)
+        steps = np.array([PARAMETER_STEP[p] for p in self.parameter_names])
+        thetas[1 + np.arange(len(steps)), self._parameter_index] += steps
+        r = self.vehicle.force_residuals(thetas, np.arange(N), steady_tires=True)
+        Dr[:, self.parameter_col - 3 * N :] = ((r[1:] - r[0]) / steps[:, None]).T
+        return Dr
 
     def _transition(self) -> np.ndarray:
         """The model's error transition over one step (:func:`trapezoidal_transition`, with the acceleration
         input) at the current state; the filter itself keeps only its velocity rows (:meth:`_linearise`)."""
         self._linearise()
         h = self.dt
-        F = np.zeros((3 * N, 3 * N))
+        m = self.P.shape[0]
+        F = np.zeros((m, m))
         F[N : 2 * N] = self._G
         F[:N] = 0.5 * h * self._G
         F[:N, :N] += np.eye(N)
         F[:N, N : 2 * N] += 0.5 * h * np.eye(N)
-        F[2 * N :, 2 * N :] = np.eye(N)
+        F[2 * N :, 2 * N :] = np.eye(m - 2 * N)
         return F
 
     # ----- measurements -------------------------------------------------------------------------------
@@ -404,7 +528,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         s = self.vehicle.solver
         return s.q, s.qd, s.qdd
 
-    def _apply(self, name: str, y: np.ndarray, h: np.ndarray, H: np.ndarray, R: np.ndarray) -> bool:
+    def _apply(self, name: str, y: np.ndarray, h: np.ndarray, H: np.ndarray, R: np.ndarray, axes=None) -> bool:
         """One gated block (:meth:`_gated_update`) with H mapped onto the error state: with force estimation
         the acceleration block of x is the unexplained acceleration a, and the model's acceleration also
         responds to position and velocity errors, dz_ddot = A dz + B dz_dot + a.  One compiled call
@@ -413,12 +537,16 @@ class VehicleErrorEKF(SensorBookkeeping):
             return False
         stats = self.stats[name]
         y = np.asarray(y, float)
-        if stats.consecutive_rejections < self.settings.relock_after:
+        bias_col = {"gyroscope": self.gyro_bias_col, "accelerometer": self.accel_bias_col}.get(name, -1)
+        axes = np.arange(len(y)) if axes is None else np.asarray(axes)
+        if stats.consecutive_rejections < self.settings.relock_after and (bias_col < 0 or len(axes) == 3):
             innovation = np.empty(len(y))
             nis = _error_block(self.x, self.P, y, np.asarray(h, float), np.ascontiguousarray(H, dtype=float), np.ascontiguousarray(R, dtype=float),
-                               self._A, self._B, self.gate(len(y)), innovation)
+                               self._A, self._B, self._Gp, self.gate(len(y)), innovation, bias_col)
             return record_update(stats, innovation, nis)
-        H = _map_columns(np.ascontiguousarray(H, dtype=float), self._A, self._B, self.levels)
+        H = _map_columns(np.ascontiguousarray(H, dtype=float), self._A, self._B, self._Gp, self.x.shape[0])
+        if bias_col >= 0:
+            H[np.arange(len(y)), bias_col + axes] += 1.0
         return self._gated_update(name, y - h - H @ self.x, H, R)
 
     def update_gnss_fix(self, antenna_enu_m: np.ndarray, covariance_m2: np.ndarray, age_s: float = 0.0) -> bool:
@@ -439,29 +567,43 @@ class VehicleErrorEKF(SensorBookkeeping):
         h, H = self._h_gnss_velocity()
         return self._apply("gnss_velocity", velocity_enu_m_s, h, H, covariance)
 
-    def update_imu(self, angular_velocity_rad_s: np.ndarray, linear_acceleration_m_s2: np.ndarray, gyro_sigma: float, accel_sigma: float) -> tuple[bool, bool]:
-        """IMU sample in the sensor frame: gyroscope (rad/s) and specific force (m/s^2)."""
+    def update_imu(self, angular_velocity_rad_s: np.ndarray, linear_acceleration_m_s2: np.ndarray, gyro_sigma, accel_sigma) -> tuple[bool, bool]:
+        """IMU sample in the sensor frame: gyroscope (rad/s) and specific force (m/s^2), 1-sigma per axis (scalar or (3,));
+        an axis whose value or sigma is NaN is missing (a yaw-rate-only IMU gives NaN for the others).  Returns whether
+        each part was applied (False for a part with no axis)."""
         s = self.settings
+        gyro, accel = np.asarray(angular_velocity_rad_s, float), np.asarray(linear_acceleration_m_s2, float)
+        gyro_var = np.broadcast_to(np.square(np.asarray(gyro_sigma, float)) + s.gyro_model_sigma**2, (3,))
+        accel_var = np.broadcast_to(np.square(np.asarray(accel_sigma, float)) + s.accelerometer_model_sigma**2, (3,))
         gyro_stats, accel_stats = self.stats["gyroscope"], self.stats["accelerometer"]
-        if self._compiled_sensors and max(gyro_stats.consecutive_rejections, accel_stats.consecutive_rejections) < s.relock_after:
+        complete = np.all(np.isfinite(gyro) & np.isfinite(gyro_var)) and np.all(np.isfinite(accel) & np.isfinite(accel_var))
+        if complete and self._compiled_sensors and max(gyro_stats.consecutive_rejections, accel_stats.consecutive_rejections) < s.relock_after:
             use_gyro, use_accel = "gyroscope" in s.enabled_sensors, "accelerometer" in s.enabled_sensors
             q, qd, qdd = self._state()
             nu_gyro, nu_accel = np.empty(3), np.empty(3)
             nis_gyro, nis_accel = _imu_blocks(self.x, self.P, q, qd, qdd, np.asarray(self.mounts.imu_rotation, float), np.asarray(self.mounts.imu_position_m, float),
-                                              np.asarray(angular_velocity_rad_s, float), np.asarray(linear_acceleration_m_s2, float), gyro_sigma**2, accel_sigma**2,
-                                              self._A, self._B, self.gate(3), use_gyro, use_accel, nu_gyro, nu_accel)
+                                              gyro - self.imu_bias[:3], accel - self.imu_bias[3:], np.ascontiguousarray(gyro_var), np.ascontiguousarray(accel_var),
+                                              self._A, self._B, self._Gp, self.gate(3), use_gyro, use_accel, nu_gyro, nu_accel, self.gyro_bias_col,
+                                              self.accel_bias_col)
             return (use_gyro and record_update(gyro_stats, nu_gyro, nis_gyro)), (use_accel and record_update(accel_stats, nu_accel, nis_accel))
-        return self.update_gyroscope(angular_velocity_rad_s, gyro_sigma), self.update_accelerometer(linear_acceleration_m_s2, accel_sigma)
+        return self.update_gyroscope(gyro, gyro_sigma), self.update_accelerometer(accel, accel_sigma)
 
-    def update_gyroscope(self, angular_velocity_rad_s: np.ndarray, sigma: float) -> bool:
-        """Angular rate in the IMU frame (rad/s), 1-sigma per axis ``sigma``."""
-        h, H = self._h_gyroscope()
-        return self._apply("gyroscope", angular_velocity_rad_s, h, H, np.eye(3) * sigma**2)
+    def update_gyroscope(self, angular_velocity_rad_s: np.ndarray, sigma) -> bool:
+        """Angular rate in the IMU frame (rad/s), 1-sigma per axis ``sigma`` (scalar or (3,)); NaN axes are missing."""
+        return self._imu_axes("gyroscope", angular_velocity_rad_s, sigma, self.settings.gyro_model_sigma, self._h_gyroscope, 0)
 
-    def update_accelerometer(self, specific_force_m_s2: np.ndarray, sigma: float) -> bool:
-        """Specific force in the IMU frame (m/s^2, gravity reaction included), 1-sigma per axis ``sigma``."""
-        h, H = self._h_accelerometer()
-        return self._apply("accelerometer", specific_force_m_s2, h, H, np.eye(3) * sigma**2)
+    def update_accelerometer(self, specific_force_m_s2: np.ndarray, sigma) -> bool:
+        """Specific force in the IMU frame (m/s^2, gravity reaction included), 1-sigma per axis ``sigma``; NaN axes are missing."""
+        return self._imu_axes("accelerometer", specific_force_m_s2, sigma, self.settings.accelerometer_model_sigma, self._h_accelerometer, 3)
+
+    def _imu_axes(self, name: str, y, sigma, model_sigma: float, model, bias_offset: int) -> bool:
+        y = np.asarray(y, float) - self.imu_bias[bias_offset : bias_offset + 3]
+        var = np.broadcast_to(np.square(np.asarray(sigma, float)) + model_sigma**2, (3,))
+        keep = np.flatnonzero(np.isfinite(y) & np.isfinite(var) & (var > 0.0))
+        if len(keep) == 0:
+            return False
+        h, H = model()
+        return self._apply(name, y[keep], h[keep], H[keep], np.diag(var[keep]), axes=keep)
 
     def update_wheel_rates(self, rates_rad_s: np.ndarray, sigma: float) -> bool:
         rates = np.asarray(rates_rad_s, float)
@@ -512,10 +654,12 @@ class VehicleErrorEKF(SensorBookkeeping):
             v = self.vehicle
             solver = v.solver
             M = self._M if self._M is not None else v.mass_matrix(solver.q + x[:N])  # no linearisation yet: at the corrected q
-            solver.q, solver.qd, solver.qdd, dQ, force_ok, finite = _feed_back(x, solver.q, solver.qd, solver.qdd, self._A, self._B, M,
+            solver.q, solver.qd, solver.qdd, dQ, force_ok, finite = _feed_back(x, solver.q, solver.qd, solver.qdd, self._A, self._B, self._Gp, M,
                                                                                self._feedback_mask, self.P)
             if force_ok:
                 self._force_feedback(dQ)
+            if finite:
+                self._feed_back_extras(x[3 * N :])
             x[:] = 0.0
             self._check_divergence(None, finite)
             return
@@ -523,9 +667,36 @@ class VehicleErrorEKF(SensorBookkeeping):
         x[:] = 0.0
         self._check_divergence(self.vehicle.solver.q)
 
+    def _feed_back_extras(self, e: np.ndarray) -> None:
+        """IMU biases and model parameters take their estimated errors (parameters within PARAMETER_BOUNDS; a parameter
+        held at a bound keeps its covariance, the model its bounded value)."""
+        if self.gyro_bias_col >= 0:
+            self.imu_bias += e[:6]
+        if not self.parameter_names:
+            return
+        c0 = self.parameter_col - 3 * N
+        de = e[c0 : c0 + len(self.parameter_names)]
+        if not de.any():
+            return
+        theta = self.vehicle.parameters
+        initial = self._initial_parameters if self._initial_parameters is not None else theta
+        for k, name in enumerate(self.parameter_names):
+            i = self._parameter_index[k]
+            lo, hi = PARAMETER_BOUNDS[name]
+            if name == "mass":
+                lo, hi = lo * initial[0], hi * initial[0]
+            theta[i] = min(max(theta[i] + de[k], lo), hi)
+        self.vehicle.apply_parameters(theta, carry_tire_forces=True)
+
     def _force_feedback(self, dQ: np.ndarray) -> None:
         """The force correction grows by dQ, the generalised force of the unexplained acceleration on the
-        feedback coordinates; the chassis part of that increment can go into the tire deflections."""
+        feedback coordinates (x and y: the components along and across the heading that are fed back); the chassis
+        part of that increment can go into the tire deflections."""
+        if not self._heading_axes.all():
+            yaw = float(self.vehicle.solver.q[5])
+            c, s = math.cos(yaw), math.sin(yaw)
+            along, across = (c * dQ[0] + s * dQ[1]) * self._heading_axes[0], (-s * dQ[0] + c * dQ[1]) * self._heading_axes[1]
+            dQ[0], dQ[1] = c * along - s * across, s * along + c * across
         if self.settings.tire_redistribution:
             dQ -= self._redistribute(dQ) * self._feedback_mask
         self.vehicle.force_correction += dQ
@@ -550,7 +721,7 @@ class VehicleErrorEKF(SensorBookkeeping):
             return np.zeros(N)
         forces = np.linalg.lstsq(A, dQ[:6], rcond=None)[0].reshape(4, 3)
         carried = np.zeros(N)
-        rows = v.tire.rows
+        rows = v.tire_rows
         for c in range(4):
             if not loaded[c]:
                 continue

@@ -83,6 +83,11 @@ class ReducedVehicle:
         arb = {c: desc.corners[c].anti_roll_bar_n_per_m or 0.0 for c in (0, 2)}
         aero = desc.aerodynamics
         self.tire = d.wheels.tire
+        # the tire rows the model uses: the description's, with the stiffness scales an observer may estimate
+        # (cornering front, cornering rear, longitudinal slip; see set_tire_scales)
+        self.tire_scales = np.ones(3)
+        self.tire_rows = np.empty((4, self.tire.rows.shape[1]))
+        kern.scaled_tire_rows(self.tire.rows, 1.0, 1.0, 1.0, self.tire_rows)
         self.R0, self.rD = d.wheels.R0, d.wheels.rD
         body = np.zeros(kern.BODY_SIZE)
         body[kern.B_SPRUNG_M] = self.sprung_mass
@@ -191,19 +196,61 @@ class ReducedVehicle:
         self.sprung_mass, self.total_mass_kg = sprung, float(mass_kg)
         self._position_key = None
 
-    def force_residuals(self, thetas: np.ndarray, rows) -> np.ndarray:
-        """(M(z; theta) z_ddot - Q(z, z_dot; theta))[rows] at the solver's state for each parameter set
-        theta = (vehicle mass kg, friction coefficient) of ``thetas`` (k, 2), without the force correction
-        (N, N m; (k, len(rows))).  The model keeps its own parameters and records
+    def set_tire_scales(self, cornering_front: float, cornering_rear: float, longitudinal: float) -> None:
+        """Scale the description's cornering stiffness per axle and the longitudinal slip stiffness (factors > 0)."""
+        scales = np.array([cornering_front, cornering_rear, longitudinal], dtype=float)
+        if not np.all(scales > 0.0) or not np.all(np.isfinite(scales)):
+            raise ValueError(f"tire stiffness scales must be finite and > 0, got {scales}")
+        self.tire_scales = scales
+        kern.scaled_tire_rows(self.tire.rows, scales[0], scales[1], scales[2], self.tire_rows)
+
+    @property
+    def parameters(self) -> np.ndarray:
+        """The model's parameter set in the layout of :func:`.reduced_kernels.force_residuals`: mass (kg), friction,
+        cornering stiffness scales front and rear, longitudinal slip stiffness scale."""
+        return np.array([self.total_mass_kg, float(np.mean(self.mu)), *self.tire_scales])
+
+    def apply_parameters(self, theta: np.ndarray, carry_tire_forces: bool = False) -> None:
+        """Set a parameter set in the layout of :attr:`parameters` (mass kg, friction, three tire stiffness scales).
+        ``carry_tire_forces``: the tires take the new parameters' forces at once (the carcass deflections move by the
+        change of the steady-state force over their stiffness, as an observer's correction means "the tires have been
+        carrying this all along"); otherwise the forces relax to them over the tires' time constant."""
+        old_rows = self.tire_rows.copy()
+        old_mu = self.mu
+        if theta[0] != self.total_mass_kg:
+            self.set_total_mass(theta[0])
+        self.mu = theta[1]
+        self.set_tire_scales(theta[2], theta[3], theta[4])
+        if carry_tire_forces and self.solver is not None:
+            s = self.solver
+            self._position(s.q)
+            inputs = self._inputs.copy()
+            sets = np.stack([old_rows, self.tire_rows])
+            inputs_old = inputs.copy()
+            inputs_old[kern.IN_MU : kern.IN_MU + 4] = old_mu
+            before = kern.steady_tire_forces(sets[:1], s.q, s.qd, inputs[kern.IN_RACK], *self._splines, self.body, self._inertia, inputs_old, self._xi0,
+                                             self._road_height, self._road_normal, self.load_terms)[0]
+            after = kern.steady_tire_forces(sets[1:], s.q, s.qd, inputs[kern.IN_RACK], *self._splines, self.body, self._inertia, inputs, self._xi0,
+                                            self._road_height, self._road_normal, self.load_terms)[0]
+            self._xi0[0] += (after[0] - before[0]) / self.tire_rows[:, 6]
+            self._xi0[1] += (after[1] - before[1]) / self.tire_rows[:, 7]
+
+    def force_residuals(self, thetas: np.ndarray, rows, steady_tires: bool = False) -> np.ndarray:
+        """(M(z; theta) z_ddot - Q(z, z_dot; theta))[rows] at the solver's state for each parameter set theta of ``thetas``
+        (k, 5) in the layout of :attr:`parameters` (k, 2: mass and friction, the tire scales the model's), without the force
+        correction (N, N m; (k, len(rows))).  ``steady_tires``: the tires' steady-state forces (the deflections relaxed)
+        instead of those at the end of the current step.  The model keeps its own parameters and records
         (:func:`.reduced_kernels.force_residuals`)."""
         thetas = np.atleast_2d(np.asarray(thetas, float))
+        if thetas.shape[1] == 2:
+            thetas = np.column_stack([thetas, np.broadcast_to(self.tire_scales, (len(thetas), 3))])
         sprung = self.sprung_mass + (thetas[:, 0] - self.total_mass_kg)
-        if not np.all(sprung > 0.0) or not np.all(thetas[:, 1] > 0.0):
-            raise ValueError(f"vehicle parameters {thetas.tolist()} leave no sprung mass or no friction")
+        if not np.all(sprung > 0.0) or not np.all(thetas[:, 1:] > 0.0):
+            raise ValueError(f"vehicle parameters {thetas.tolist()} leave no sprung mass, no friction or no tire stiffness")
         s = self.solver
         self._position(s.q)  # the road below the wheel centres
         inputs = self._inputs.copy()
-        inputs[kern.IN_TIRE_DT] = max(s.t - self._t0, 1e-9)  # as _accumulate
+        inputs[kern.IN_TIRE_DT] = 1.0 if steady_tires else max(s.t - self._t0, 1e-9)  # as _accumulate
         return kern.force_residuals(thetas, np.asarray(rows, dtype=np.intp), self.total_mass_kg, s.q, s.qd, s.qdd, inputs[kern.IN_RACK], *self._splines,
                                     self.body, self._inertia, inputs, self._xi0, self._road_height, self._road_normal, self.tire.rows, self.load_terms)
 
@@ -217,7 +264,7 @@ class ReducedVehicle:
         self._position(q)
         self._inputs[kern.IN_TIRE_DT] = max(t - self._t0, 1e-9)  # deflections keep their state at the step start
         tangent = K is not None
-        kern.force_stage(q, qd, self._inputs, self._xi0, self._road_height, self._road_normal, self.body, self.tire.rows, self._mats, self._vecs,
+        kern.force_stage(q, qd, self._inputs, self._xi0, self._road_height, self._road_normal, self.body, self.tire_rows, self._mats, self._vecs,
                          self._ch, self._jac, self.load_terms, tangent, Q, K if tangent else self._no_tangent, C if tangent else self._no_tangent,
                          self._tire_out, self._geo)
         Q += self.force_correction
@@ -352,7 +399,7 @@ class _Solver(ALI3P):
         v._position_key = None  # the work arrays are left at the last iterate
         q, qd, qdd, it, converged, norm_dq, size = kern.trapezoidal_step(
             self.q, self.qd, self.qdd, self.dt, self.tol, self.max_iter, self.accept_unconverged, v._inputs[kern.IN_RACK], *v._splines, v.body,
-            v._inertia, v._mats, v._vecs, v._ch, v._jac, v._M, self._plane, v._inputs, v._xi0, v._road_height, v._road_normal, v.tire.rows,
+            v._inertia, v._mats, v._vecs, v._ch, v._jac, v._M, self._plane, v._inputs, v._xi0, v._road_height, v._road_normal, v.tire_rows,
             v.load_terms, v.force_correction, self.Q, self.K, self.C, v._tire_out, v._geo, self._W, self._piv)
         if not converged and not (self.accept_unconverged and math.isfinite(norm_dq)):
             why = "non-finite iterate (singular tangent matrix?)" if not math.isfinite(norm_dq) else f"|dq| = {norm_dq:.3g} > tol {self.tol:.3g}"

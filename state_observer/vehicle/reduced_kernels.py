@@ -413,25 +413,63 @@ def _tangent_times(M, C, K, dt, x):
     return out
 
 
+# columns of a parameter set of force_residuals: vehicle mass (kg), friction coefficient, and scale factors of the
+# cornering stiffness of the front and rear tires and of the longitudinal slip stiffness of all four
+P_MASS, P_MU, P_CORNERING_FRONT, P_CORNERING_REAR, P_LONGITUDINAL = 0, 1, 2, 3, 4
+PARAMETERS = 5
+_ROW_KX, _ROW_KY = 4, 5  # longitudinal slip and cornering stiffness columns of a tire parameter row
+
+
+@njit(cache=True)
+def scaled_tire_rows(nominal_rows, cornering_front, cornering_rear, longitudinal, out):
+    """out = the four wheels' tire rows (fl fr rl rr) with k_y scaled per axle and k_x scaled on every wheel."""
+    last = nominal_rows.shape[0] - 1
+    for c in range(4):
+        out[c] = nominal_rows[min(c, last)]
+        out[c, _ROW_KY] *= cornering_front if c < 2 else cornering_rear
+        out[c, _ROW_KX] *= longitudinal
+
+
+@njit(cache=True)
+def steady_tire_forces(tire_sets, q, qd, rack, coef, bu, br, offsets, body, inertia, inputs, xi0, road_height, road_normal, terms):
+    """Steady-state (carcass relaxed) longitudinal and lateral tire forces (k, 2, 4), N, at (q, qd) for k sets of the four
+    wheels' tire rows ``tire_sets`` (k, 4, columns); own work arrays."""
+    mats, vecs, ch, jac, M = np.zeros((MATS, 3, 3)), np.zeros((VECS, 3)), np.zeros((4, 7, 6)), np.zeros((2, 4, 3, 8)), np.zeros((14, 14))
+    tire_out, geo = np.zeros((TIRE_OUTPUTS, 4)), np.zeros((4, GEOMETRY_WIDTH))
+    no_tangent = np.zeros((1, 1))
+    inp = inputs.copy()
+    inp[IN_TIRE_DT] = 1.0
+    position_stage(q, rack, coef, bu, br, offsets, body, inertia, mats, vecs, ch, jac, M)
+    out = np.empty((tire_sets.shape[0], 2, 4))
+    for k in range(tire_sets.shape[0]):
+        Q = np.zeros(14)
+        force_stage(q, qd, inp, xi0, road_height, road_normal, body, tire_sets[k], mats, vecs, ch, jac, terms, False, Q, no_tangent, no_tangent, tire_out, geo)
+        out[k, 0] = tire_out[0]
+        out[k, 1] = tire_out[1]
+    return out
+
+
 @njit(cache=True)
 def force_residuals(thetas, rows, total_mass, q, qd, qdd, rack, coef, bu, br, offsets, body, inertia, inputs, xi0, road_height, road_normal,
-                    tire_rows, terms):
-    """r_k = (M(q; theta_k) qdd - Q(q, qd; theta_k))[rows] for parameter sets theta_k = (vehicle mass kg,
-    friction coefficient) (k, 2): the mass changes the sprung mass (inertia scaled with it, as
-    ``ReducedVehicle.set_total_mass`` from ``total_mass``), mu is set on all wheels.  No force correction;
-    the road below the wheel centres is given (it depends on q only).  Own work arrays: nothing of the
+                    nominal_rows, terms):
+    """r_k = (M(q; theta_k) qdd - Q(q, qd; theta_k))[rows] for parameter sets theta_k (k, PARAMETERS): vehicle mass (kg;
+    the sprung mass changes, inertia scaled with it, as ``ReducedVehicle.set_total_mass`` from ``total_mass``), friction
+    coefficient on all wheels, and the tire stiffness scales of :func:`scaled_tire_rows` on ``nominal_rows``.  No force
+    correction; the road below the wheel centres is given (it depends on q only).  Own work arrays: nothing of the
     model's is changed.  Returns (k, len(rows))."""
     mats, vecs, ch, jac, M = np.zeros((MATS, 3, 3)), np.zeros((VECS, 3)), np.zeros((4, 7, 6)), np.zeros((2, 4, 3, 8)), np.zeros((14, 14))
     tire_out, geo = np.zeros((TIRE_OUTPUTS, 4)), np.zeros((4, GEOMETRY_WIDTH))
+    tire_rows = np.empty((4, nominal_rows.shape[1]))
     no_tangent = np.zeros((1, 1))
     out = np.empty((thetas.shape[0], rows.shape[0]))
     for k in range(thetas.shape[0]):
         b = body.copy()
-        sprung = body[B_SPRUNG_M] + (thetas[k, 0] - total_mass)
+        sprung = body[B_SPRUNG_M] + (thetas[k, P_MASS] - total_mass)
         b[B_SPRUNG_I : B_SPRUNG_I + 9] = body[B_SPRUNG_I : B_SPRUNG_I + 9] * (sprung / body[B_SPRUNG_M])
         b[B_SPRUNG_M] = sprung
         inp = inputs.copy()
-        inp[IN_MU : IN_MU + 4] = thetas[k, 1]
+        inp[IN_MU : IN_MU + 4] = thetas[k, P_MU]
+        scaled_tire_rows(nominal_rows, thetas[k, P_CORNERING_FRONT], thetas[k, P_CORNERING_REAR], thetas[k, P_LONGITUDINAL], tire_rows)
         position_stage(q, rack, coef, bu, br, offsets, b, inertia, mats, vecs, ch, jac, M)
         Q = np.zeros(14)
         force_stage(q, qd, inp, xi0, road_height, road_normal, b, tire_rows, mats, vecs, ch, jac, terms, False, Q, no_tangent, no_tangent, tire_out, geo)
