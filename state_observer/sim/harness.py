@@ -1,0 +1,403 @@
+"""The accuracy harness of ``state-observer evaluate``: the observer against a car it was not built from.
+
+For every manoeuvre and seed (Rodriguez 2020 §5.1's three simulations, on a truth the observer does not have):
+
+* truth: the detailed multibody car of the vehicle file changed by a :class:`.mismatch.Mismatch` (Magic-Formula
+  tires, perturbed parameters, IMU biases, scale factors and mounting error, noisier GNSS with an outage),
+  driven by the manoeuvre's driver; its sensors synthesised.
+* the product: :class:`state_observer.estimation.online.OnlineObserver` (the node's and ``process``'s code
+  path) on the vehicle file, fed the samples in arrival order, started at the manoeuvre's start pose; once with
+  every sensor and once without GNSS (IMU, wheels and steering only).
+* baselines on the same samples: the observer's own model run open loop with the same parameters and inputs
+  (:class:`state_observer.estimation.online.OpenLoop`), a kinematic EKF set up as robot_localization users do
+  (:class:`.baselines.KinematicEKF`), the linear single-track model run open loop
+  (:class:`.baselines.LinearSingleTrack`, the GNSS-free reference), zero sideslip, and the raw GNSS fixes.
+
+Estimates are taken every ``RECORD_PERIOD_S`` of model time and compared with the truth at the same instant
+after ``SKIP_S`` (metrics of :func:`.evaluate.error_metrics`, plus the share of sideslip and tire-force errors
+inside the published 2-sigma and the observer's mean NIS per sensor).  :func:`summarise` gives the median
+over seeds; :func:`targets` checks the goals of issues 14 and 15.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import pickle
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..sensors.samples import GnssFix, ImuSample
+from . import mismatch as mm
+from .evaluate import error_metrics, sideslip
+from .manoeuvres import Manoeuvre, Path as RoadPath, sine_with_dwell, step_steer
+
+SKIP_S = 10.0  # metrics after the observer's first 10 s (the external evaluation's window)
+STAMP_OFFSET_S = 1.0  # truth and samples start here, not at 0 (a zero stamp is "no stamp" to the observer)
+RECORD_PERIOD_S = 0.02
+HARNESS_VERSION = 1  # part of the truth cache key: bump when the truth or its sensors change
+
+
+def _circle(name: str, radius_m: float, speed: Callable[[float], float], v0: float, duration_s: float, friction=None, description: str = "") -> Manoeuvre:
+    return Manoeuvre(name, duration_s, v0, speed=speed, path=RoadPath.circle(radius_m), friction=friction, description=description)
+
+
+def _lane_change() -> Manoeuvre:
+    return Manoeuvre("double_lane_change", 25.0, 16.7, speed=lambda t: 16.7, path=RoadPath.lane_change(lead_m=200.0),
+                     description="12 s straight at 16.7 m/s, double lane change (3.5 m), 8 s straight")
+
+
+MANOEUVRES: dict[str, Callable[[], Manoeuvre]] = {
+    "steady_circle": lambda: _circle("steady_circle", 50.0, lambda t: 15.0, 15.0, 40.0, description="circle of 50 m at 15 m/s (4.5 m/s^2)"),
+    "step_steer": lambda: dataclasses.replace(step_steer(speed_m_s=22.2, steering_wheel_rad=math.radians(45.0), t_step_s=12.0, duration_s=25.0),
+                                              description="12 s straight at 22.2 m/s, step to 45 deg of steering wheel"),
+    "sine_with_dwell": lambda: dataclasses.replace(sine_with_dwell(speed_m_s=22.2, amplitude_rad=math.radians(90.0), t_start_s=12.0, duration_s=22.0),
+                                                   description="12 s straight at 22.2 m/s, 90 deg sine with dwell, coasting"),
+    "double_lane_change": _lane_change,
+    "brake_in_turn": lambda: _circle("brake_in_turn", 50.0, lambda t: 15.0 if t < 25.0 else max(5.0, 15.0 - 3.0 * (t - 25.0)), 15.0, 35.0,
+                                     description="circle of 50 m at 15 m/s, braking at 3 m/s^2 to 5 m/s from 25 s"),
+    "friction_step": lambda: _circle("friction_step", 50.0, lambda t: 17.0, 17.0, 45.0, friction=lambda t: 0.8 if t < FRICTION_STEP_S else 0.6,
+                                     description=f"circle of 50 m at 17 m/s (5.8 m/s^2), friction 0.8 -> 0.6 at {FRICTION_STEP_S:g} s"),
+}
+FRICTION_STEP_S = 25.0
+SEEDS = (0, 1, 2)
+
+
+@dataclass
+class Run:
+    """Arrays of one configuration on one scenario, aligned with the truth (``t`` s; see :func:`error_metrics`)."""
+
+    t: np.ndarray
+    values: dict
+    extra: dict = dataclasses.field(default_factory=dict)  # sigmas, NIS, notes
+
+
+# ----- truth -------------------------------------------------------------------------------------------
+def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, nominal_truth: bool = False):
+    """(nominal description, nominal sensor config, mismatch, truth records, samples sorted by receive time) of one
+    scenario; cached under ``cache_dir`` when given (keyed by the inputs and :data:`HARNESS_VERSION`)."""
+    from ..paths import default_sensors_path, default_vehicle_path
+    from ..vehicle.description import load_vehicle
+    from ..vehicle.detailed import DetailedVehicle
+    from .run import run
+    from .sensors import SensorSynthesizer, load_sensor_config, mounts_from_vehicle
+
+    desc = load_vehicle(default_vehicle_path())
+    config = load_sensor_config(default_sensors_path())
+    m = MANOEUVRES[manoeuvre]()
+    mismatch = mm.nominal(seed) if nominal_truth else mm.draw(seed, m.duration_s)
+    key = None
+    if cache_dir is not None:
+        text = Path(default_vehicle_path()).read_text() + Path(default_sensors_path()).read_text() + repr((manoeuvre, mismatch, HARNESS_VERSION))
+        key = Path(cache_dir) / f"{manoeuvre}_{seed}_{hashlib.sha256(text.encode()).hexdigest()[:16]}.pkl"
+        if key.exists():
+            truths, samples = pickle.loads(key.read_bytes())
+            return desc, config, mismatch, truths, samples
+    truth_desc = mm.truth_description(desc, mismatch)
+    synth = SensorSynthesizer(mm.truth_sensors(config, mismatch), mounts_from_vehicle(truth_desc), seed=seed)
+    truths, samples = [], []
+    for x in run(DetailedVehicle(truth_desc), m):
+        x = x._replace(t_s=x.t_s + STAMP_OFFSET_S)
+        truths.append(x)
+        samples.extend(synth.feed(x))
+    samples.sort(key=lambda s: (s.receive_ns, s.stamp_ns))
+    if key is not None:
+        key.parent.mkdir(parents=True, exist_ok=True)
+        tmp = key.with_suffix(".tmp")
+        tmp.write_bytes(pickle.dumps((truths, samples)))
+        tmp.replace(key)
+    return desc, config, mismatch, truths, samples
+
+
+def truth_run(truths: list) -> Run:
+    """The truth as a :class:`Run` (every model step)."""
+    from .sensors import quaternion_to_matrix
+
+    rows = []
+    for x in truths:
+        R = quaternion_to_matrix(x.orientation_wxyz)
+        rows.append((x.t_s, x.position_enu_m[:2], math.atan2(R[1, 0], R[0, 0]), sideslip(np.asarray(x.velocity_enu_m_s), R), x.angular_velocity_body_rad_s[2],
+                     x.tire_force_n, x.mass_kg, x.friction_coefficient))
+    return _columns(rows)
+
+
+def _columns(rows) -> Run:
+    t, pos, yaw, beta, rate, force, mass, mu = (np.array(c) for c in zip(*rows))
+    return Run(t, dict(position=pos, yaw=yaw, sideslip=beta, yaw_rate=rate, tire_force=force, mass=mass, friction=mu))
+
+
+# ----- the product and its baselines -------------------------------------------------------------------
+def run_observer(desc, config, manoeuvre: Manoeuvre, samples: list, observer: str = "spi_reduced", gnss: bool = True, open_loop: bool = False):
+    """The online observer on the samples (module docstring); returns its :class:`Run` and, with ``open_loop``,
+    the open-loop model's (same parameters, start and inputs)."""
+    from ..estimation.online import OnlineObserver, OnlineSettings, OpenLoop
+    from .run import path_start
+    from .sensors import mounts_from_vehicle
+
+    speed, yaw, xy = path_start(manoeuvre)
+    d = config.gnss_fix.datum
+    sensors = ("imu", "gnss_fix", "gnss_velocity", "wheels") if gnss else ("imu", "wheels")
+    settings = OnlineSettings(observer=observer, start_mode="pose", start_pose=(xy[0], xy[1], yaw, speed), datum=(d.latitude_deg, d.longitude_deg, d.altitude_m),
+                              sensors=sensors)
+    obs = OnlineObserver(desc, mounts_from_vehicle(desc), settings)
+    period_ns = round(RECORD_PERIOD_S * 1e9)
+    rows, sigmas = [], []
+    baseline_rows: list = []
+    follower = OpenLoop(obs, lambda t_ns, x: baseline_rows.append(_state_row(t_ns * 1e-9, x)), period_ns) if open_loop else None
+    next_ns = None
+    for sample in samples:
+        steps = obs.feed(sample)
+        if follower is not None:
+            follower.feed(sample)
+        if not steps or not obs.started:
+            continue
+        if next_ns is None or obs.t_ns >= next_ns:
+            next_ns = obs.t_ns - obs.t_ns % period_ns + period_ns
+            e = obs.estimate()
+            x = e.state
+            rows.append(_state_row(obs.t_ns * 1e-9, x))
+            vb = quaternion_rotate_inverse(x.orientation_wxyz, x.velocity_enu_m_s)
+            speed_xy = max(math.hypot(vb[0], vb[1]), 0.5)
+            sigmas.append((math.sqrt(max(e.twist_covariance[1, 1], 0.0)) / speed_xy, e.tire_force_sigma_n))
+    run = _columns(rows)
+    run.extra = dict(sideslip_sigma=np.array([s[0] for s in sigmas]), tire_force_sigma=np.array([s[1] for s in sigmas]),
+                     nis={name: st.nis_mean for name, st in obs.filter.stats.items() if st.accepted},
+                     resets=obs.n_resets, counters={k: dict(v) for k, v in obs.counters.items()})
+    return run, (_columns(baseline_rows) if follower is not None and baseline_rows else None)
+
+
+def quaternion_rotate_inverse(q_wxyz, v) -> np.ndarray:
+    """R(q)^T v (ENU vector into the body axes)."""
+    from .sensors import quaternion_to_matrix
+
+    return quaternion_to_matrix(q_wxyz).T @ np.asarray(v, dtype=float)
+
+
+def _state_row(t_s: float, x):
+    from .sensors import quaternion_to_matrix
+
+    R = quaternion_to_matrix(x.orientation_wxyz)
+    return (t_s, np.asarray(x.position_enu_m)[:2], math.atan2(R[1, 0], R[0, 0]), sideslip(np.asarray(x.velocity_enu_m_s), R),
+            float(x.angular_velocity_body_rad_s[2]), np.asarray(x.tire_force_n), x.mass_kg, x.friction_coefficient)
+
+
+def run_baseline(kind: str, desc, config, manoeuvre: Manoeuvre, t0_s: float, samples: list) -> Run:
+    """A baseline estimator (kinematic_ekf, single_track) fed the same samples, recorded every RECORD_PERIOD_S."""
+    from .baselines import KinematicEKF, LinearSingleTrack
+    from .run import path_start
+    from .sensors import mounts_from_vehicle
+
+    speed, yaw, xy = path_start(manoeuvre)
+    t0_ns = round(t0_s * 1e9)
+    if kind == "kinematic_ekf":
+        est = KinematicEKF(config.gnss_fix.datum.local_enu(), mounts_from_vehicle(desc), np.array([c.wheel.dynamic_radius_m for c in desc.corners]),
+                           start=(xy[0], xy[1], yaw, speed), t0_ns=t0_ns)
+    elif kind == "single_track":
+        est = LinearSingleTrack.from_description(desc)
+    else:
+        raise ValueError(f"unknown baseline '{kind}'")
+    period_ns = round(RECORD_PERIOD_S * 1e9)
+    rows = []
+    next_ns = t0_ns + period_ns
+    nan2 = np.full(2, np.nan)
+    for sample in sorted(samples, key=lambda s: s.stamp_ns):
+        if sample.stamp_ns < t0_ns:
+            continue
+        est.feed(sample)
+        s = est.state()
+        if s.stamp_ns >= next_ns:
+            next_ns = s.stamp_ns - s.stamp_ns % period_ns + period_ns
+            pos = np.asarray(s.position_m, dtype=float) if s.position_m is not None else nan2
+            rows.append((s.stamp_ns * 1e-9, pos, s.yaw_rad, s.sideslip_rad, s.yaw_rate_rad_s))
+    t, pos, yaw, beta, rate = (np.array(c) for c in zip(*rows))
+    return Run(t, dict(position=pos, yaw=yaw, sideslip=beta, yaw_rate=rate))
+
+
+def gnss_run(desc, config, samples: list) -> Run:
+    """The raw GNSS fixes as an estimate of base_link's position (antenna moved by the true heading is not
+    available to a user: the antenna position itself, as a user plotting fixes sees it)."""
+    enu = config.gnss_fix.datum.local_enu()
+    rows = [(s.stamp_ns * 1e-9, enu.to_enu(s.latitude_deg, s.longitude_deg, s.altitude_m)[:2]) for s in samples
+            if isinstance(s, GnssFix) and s.status >= 0 and math.isfinite(s.latitude_deg)]
+    rows.sort(key=lambda r: r[0])
+    return Run(np.array([r[0] for r in rows]), dict(position=np.array([r[1] for r in rows])))
+
+
+# ----- metrics -----------------------------------------------------------------------------------------
+def aligned(truth: Run, est: Run, antenna_xy_m: np.ndarray | None = None) -> tuple[np.ndarray, dict, dict]:
+    """Truth and estimate at the estimate's instants (truth by nearest model step; with ``antenna_xy_m`` the truth
+    position is the antenna's, for the raw fixes)."""
+    idx = np.clip(np.searchsorted(truth.t, est.t - 1e-6), 0, len(truth.t) - 1)
+    tv = {k: v[idx] for k, v in truth.values.items()}
+    if antenna_xy_m is not None:
+        yaw = tv["yaw"]
+        c, s = np.cos(yaw), np.sin(yaw)
+        tv["position"] = tv["position"] + np.column_stack([c * antenna_xy_m[0] - s * antenna_xy_m[1], s * antenna_xy_m[0] + c * antenna_xy_m[1]])
+    return est.t, tv, est.values
+
+
+def run_metrics(truth: Run, est: Run, friction_step_s: float | None = None, antenna_xy_m=None) -> dict:
+    """:func:`error_metrics` after SKIP_S, plus 2-sigma coverage of sideslip and tire forces where the run has sigmas."""
+    t, tv, ev = aligned(truth, est, antenna_xy_m)
+    t_rel = t - truth.t[0]
+    out = error_metrics(t_rel, tv, ev, SKIP_S, friction_step_s)
+    keep = t_rel >= SKIP_S
+    if "sideslip_sigma" in est.extra and keep.any():
+        err = np.abs(ev["sideslip"] - tv["sideslip"])[keep]
+        out["sideslip_2sigma_coverage"] = float(np.mean(err <= 2.0 * est.extra["sideslip_sigma"][keep]))
+        ferr = np.abs(ev["tire_force"] - tv["tire_force"])[keep]
+        out["tire_force_2sigma_coverage"] = float(np.mean(ferr <= 2.0 * est.extra["tire_force_sigma"][keep]))
+    if "sideslip" in tv and keep.any():
+        out["truth_sideslip_rms_deg"] = math.degrees(float(np.sqrt(np.mean(np.square(tv["sideslip"][keep])))))
+    for name, nis in est.extra.get("nis", {}).items():
+        out[f"nis_{name}"] = float(nis)
+    return out
+
+
+def evaluate_scenario(manoeuvre: str, seed: int, cache_dir: Path | None = None, observers=("spi_reduced",), progress=print) -> dict:
+    """{configuration: metrics} of one manoeuvre and seed (module docstring)."""
+    desc, config, mismatch, truths, samples = simulate(manoeuvre, seed, cache_dir)
+    m = MANOEUVRES[manoeuvre]()
+    truth = truth_run(truths)
+    step_s = FRICTION_STEP_S if manoeuvre == "friction_step" else None
+    out: dict = {"mismatch": {"description": mismatch.describe()}}
+    out["zero_sideslip"] = run_metrics(truth, Run(truth.t, dict(sideslip=np.zeros(len(truth.t)))))
+    out["gnss"] = run_metrics(truth, gnss_run(desc, config, samples), antenna_xy_m=np.asarray(desc.sensors.gnss_antenna_position_m)[:2])
+    for name in ("kinematic_ekf", "single_track"):
+        out[name] = run_metrics(truth, run_baseline(name, desc, config, m, truths[0].t_s, samples))
+    for i, observer in enumerate(observers):
+        progress(f"evaluate: {manoeuvre} seed {seed}: {observer} ...")
+        est, open_loop = run_observer(desc, config, m, samples, observer, gnss=True, open_loop=(i == 0))
+        out[observer] = run_metrics(truth, est, step_s)
+        if open_loop is not None:
+            out["open_loop"] = run_metrics(truth, open_loop, step_s)
+        est, _ = run_observer(desc, config, m, samples, observer, gnss=False)
+        out[f"{observer}_no_gnss"] = run_metrics(truth, est, step_s)
+    return out
+
+
+# ----- all scenarios ------------------------------------------------------------------------------------
+def evaluate(manoeuvres=None, seeds=SEEDS, cache_dir: Path | None = None, observers=("spi_reduced",), jobs: int = 1, progress=print) -> dict:
+    """{manoeuvre: {seed: {configuration: metrics}}} over every manoeuvre and seed, ``jobs`` processes at a time."""
+    names = list(manoeuvres or MANOEUVRES)
+    for name in names:
+        if name not in MANOEUVRES:
+            raise ValueError(f"unknown manoeuvre '{name}', choose from {', '.join(MANOEUVRES)}")
+    work = [(name, seed) for name in names for seed in seeds]
+    results: dict = {name: {} for name in names}
+    if jobs <= 1:
+        for name, seed in work:
+            results[name][seed] = evaluate_scenario(name, seed, cache_dir, observers, progress)
+        return results
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(evaluate_scenario, name, seed, cache_dir, observers, _quiet): (name, seed) for name, seed in work}
+        for future in futures:
+            name, seed = futures[future]
+            results[name][seed] = future.result()
+            progress(f"evaluate: {name} seed {seed}: done")
+    return results
+
+
+def _quiet(*_args) -> None:
+    return None
+
+
+def summarise(results: dict) -> dict:
+    """{manoeuvre: {configuration: {metric: median over seeds}}} (configurations that failed on a seed are left out of
+    that seed's median)."""
+    out: dict = {}
+    for name, by_seed in results.items():
+        table: dict = {}
+        configs = {c for r in by_seed.values() for c in r if c != "mismatch"}
+        for config in sorted(configs):
+            metrics: dict = {}
+            for r in by_seed.values():
+                for key, value in r.get(config, {}).items():
+                    if isinstance(value, (int, float)) and math.isfinite(value):
+                        metrics.setdefault(key, []).append(float(value))
+            table[config] = {k: statistics.median(v) for k, v in metrics.items()}
+        out[name] = table
+    return out
+
+
+COLUMNS = (("position_rmse_m", "pos m", 1.0), ("sideslip_rmse_deg", "beta deg", 1.0), ("yaw_rate_rmse_dps", "r dps", 1.0),
+           ("tire_force_nrmse_long", "Fx %", 100.0), ("tire_force_nrmse_lat", "Fy %", 100.0), ("tire_force_nrmse_vert", "Fz %", 100.0),
+           ("mass_error_pct", "mass %", 1.0), ("friction_abs_error", "mu err", 1.0), ("sideslip_2sigma_coverage", "beta 2s", 100.0),
+           ("tire_force_2sigma_coverage", "F 2s", 100.0))
+ORDER = ("spi_reduced", "errorekf_fe_reduced", "open_loop", "kinematic_ekf", "gnss", "zero_sideslip", "spi_reduced_no_gnss",
+         "errorekf_fe_reduced_no_gnss", "single_track")
+
+
+def format_table(summary: dict) -> str:
+    """The median table: one block per manoeuvre, the observer first, its baselines under it."""
+    lines = [f"{'manoeuvre / configuration':34s} " + " ".join(f"{label:>8s}" for _, label, _ in COLUMNS)]
+    for name, table in summary.items():
+        lines.append(name)
+        for config in [c for c in ORDER if c in table] + sorted(c for c in table if c not in ORDER):
+            m = table[config]
+            cells = [f"{m[k] * scale:8.3f}" if k in m else f"{'-':>8s}" for k, _, scale in COLUMNS]
+            lines.append(f"  {config:32s} " + " ".join(cells))
+    return "\n".join(lines)
+
+
+GYRO_NOISE_DPS = math.degrees(0.0035)  # 1-sigma of one gyroscope sample of the nominal IMU
+
+
+def targets(summary: dict, observer: str = "spi_reduced") -> list[dict]:
+    """The goals of issues 14 and 15 on the medians: one record (manoeuvre, goal, value, met) per goal and manoeuvre."""
+    out = []
+
+    def goal(name: str, text: str, value: float | None, met: bool | None) -> None:
+        out.append(dict(manoeuvre=name, goal=text, value=value, met=met))
+
+    for name, table in summary.items():
+        o, o_free = table.get(observer, {}), table.get(f"{observer}_no_gnss", {})
+        beta = o.get("sideslip_rmse_deg")
+        baselines = {b: table.get(b, {}).get("sideslip_rmse_deg") for b in ("zero_sideslip", "open_loop", "kinematic_ekf")}
+        if beta is not None:
+            goal(name, "sideslip RMSE <= 0.15 deg", beta, beta <= 0.15)
+            for b, value in baselines.items():
+                if value is not None:
+                    goal(name, f"sideslip below {b} ({value:.3f} deg)", beta, beta < value)
+            best = min((v for v in baselines.values() if v is not None), default=None)
+            if best is not None and table.get("zero_sideslip", {}).get("truth_sideslip_rms_deg", 0.0) > 0.3:
+                goal(name, f"sideslip <= 0.7 x best baseline ({0.7 * best:.3f} deg)", beta, beta <= 0.7 * best)
+        for component in ("long", "lat", "vert"):
+            key = f"tire_force_nrmse_{component}"
+            if key in o:
+                goal(name, f"tire force {component} nRMSE <= 5 %", 100 * o[key], o[key] <= 0.05)
+                ol = table.get("open_loop", {}).get(key)
+                if ol is not None:
+                    goal(name, f"tire force {component} below open loop ({100 * ol:.1f} %)", 100 * o[key], o[key] < ol)
+        if "position_rmse_m" in o:
+            goal(name, "position RMSE <= 0.25 m", o["position_rmse_m"], o["position_rmse_m"] <= 0.25)
+        if "yaw_rate_rmse_dps" in o:
+            goal(name, f"yaw-rate RMSE below the gyro noise ({GYRO_NOISE_DPS:.2f} deg/s)", o["yaw_rate_rmse_dps"], o["yaw_rate_rmse_dps"] < GYRO_NOISE_DPS)
+        if "sideslip_2sigma_coverage" in o:
+            goal(name, "sideslip errors inside 2 sigma >= 90 %", 100 * o["sideslip_2sigma_coverage"], o["sideslip_2sigma_coverage"] >= 0.9)
+        if "tire_force_2sigma_coverage" in o:
+            goal(name, "tire-force errors inside 2 sigma >= 90 %", 100 * o["tire_force_2sigma_coverage"], o["tire_force_2sigma_coverage"] >= 0.9)
+        if "mass_error_pct" in o:
+            goal(name, "mass error <= 3 %", o["mass_error_pct"], o["mass_error_pct"] <= 3.0)
+        if "friction_settle_s" in o:
+            goal(name, "friction within 0.05 at most 5 s after the step", o["friction_settle_s"], o["friction_settle_s"] <= 5.0)
+        single = table.get("single_track", {}).get("sideslip_rmse_deg")
+        if "sideslip_rmse_deg" in o_free and single is not None:
+            goal(name, f"without GNSS: sideslip below the linear single-track model ({single:.3f} deg)", o_free["sideslip_rmse_deg"],
+                 o_free["sideslip_rmse_deg"] < single)
+    return out
+
+
+def format_targets(verdicts: list[dict]) -> str:
+    met = sum(1 for v in verdicts if v["met"])
+    lines = [f"targets: {met} of {len(verdicts)} met"]
+    for v in verdicts:
+        if not v["met"]:
+            lines.append(f"  NOT MET  {v['manoeuvre']:20s} {v['goal']}: {v['value']:.3f}")
+    return "\n".join(lines)
