@@ -1,24 +1,34 @@
 """errorEKF and errorEKF-FE on the 14-DOF vehicle (Sanjurjo 2016 §3; Rodriguez 2020 §3.3.1, §5.2.2.4).
 
-The multibody model runs unmodified; the filter estimates the model's errors in its 14 coordinates and
-feeds them back after every step, so the a-priori error is always zero.
+The multibody model runs unmodified; the filter estimates the model's errors and feeds them back after every
+step, so the a-priori error is always zero.
 
 * errorEKF (``force_estimation=False``): error state x = [dz, dz_dot] (28), constant transition
   F = [[I, I dt], [0, I]], plant noise of white acceleration errors.
-* errorEKF-FE: x = [dz, dz_dot, dz_ddot] (42).  The error dynamics dz_ddot = A dz + B dz_dot + a, with
-  A = -M^-1 K, B = -M^-1 C (the model's mass, stiffness and damping matrices at the current state; R^Phi =
-  I for independent coordinates) and the acceleration error a a random walk, are discretised with the
-  integrator's trapezoidal rule.  The seeds' explicit form (Rodriguez eq. 3.60, F = [[I + A dt^2/2,
-  I dt + B dt^2/2, I dt^2/2], [A dt, I + B dt, I dt], [0, 0, I]]) is unstable for the stiff tire modes
-  at dt = 4 ms (|1 + dt lambda| > 1 for the wheel-spin slip damping and wheel hop): without
-  measurements the covariance grows without bound and the first sample after an outage throws the
-  model off.  Plant noise of white jerk with the corrected dt^3/3 term (:func:`.kalman.white_jerk_covariance`).
-  After the update the corrections are fed back at position, velocity and acceleration level, and the
-  generalised force that makes the model reproduce the corrected accelerations,
-  dQ = M(z^) z_ddot^ - Q(z^, z_dot^), is applied from then on.  Its chassis part (x, y, z, roll, pitch,
-  yaw) is redistributed onto the four tires: the minimum-norm tire forces that produce it, projected onto
-  each tire's longitudinal and lateral axes, enter the tire deflection states (dxi = dF / c); the part
-  the tires cannot carry stays on the coordinates (Rodriguez eqs. 5.13-5.16).
+* errorEKF-FE: x = [dz, dz_dot, e]: the 14 coordinates' position and velocity errors plus extra states e, each a
+  random walk: generalised force errors (longitudinal and lateral force at base_link in the heading frame, yaw
+  moment; N, N m), optionally the IMU biases (gyroscope rad/s, accelerometer m/s^2, sensor axes) and model
+  parameters (mass, friction, cornering stiffness per axle, slip stiffness).  The error dynamics
+  M dz_ddot = -K dz - C dz_dot - Dr e, with K, C the model's stiffness and damping and Dr = dr/de the response of
+  the force residual r = M z_ddot - Q to the extra states (-1 on a force's direction; by differences of the
+  model's steady-state forces for a parameter; 0 for a bias), are discretised with the integrator's trapezoidal
+  rule (F = [[I + h/2 G_1, h/2 (I + G_2), h/2 G_e], G, [0, 0, I]], G = W^-1 [-h K, M - h/2 C - h^2/4 K, -h Dr],
+  W = M + h/2 C + h^2/4 K), with white-acceleration plant noise on the coordinates (x and y along and across the
+  heading).  After the update the corrections are fed back: positions, velocities, the accelerations the model
+  now has (z_ddot + A dz + B dz_dot + Gp e, A = -M^-1 K, B = -M^-1 C, Gp = -M^-1 Dr), the force errors into the
+  model's force correction, the parameters into the model (the tires carry their new forces at once) and the
+  biases into the measurement models.
+
+Where this departs from the seeds and why.  The seeds (Rodriguez eq. 3.60) carry an unexplained acceleration on
+every coordinate (x = [dz, dz_dot, dz_ddot], 42) and feed back the force M dz_ddot on a few of them; the model
+then does not reproduce the acceleration the filter assumed (M couples the coordinates), and corrections in
+east/north turn with the car: on a car it was not built from, the lateral force and yaw moment corrections
+wandered by tens of kN and held sideslip errors of degrees on a straight road (issue 14).  Force errors as states
+on exactly the coordinates that receive them make the feedback consistent, and their prior (a random walk of a
+few hundred N per sqrt(s)) keeps the tire model in charge of what sideslip it implies.  The seeds' explicit
+transition is unstable for the stiff tire modes at dt = 4 ms (|1 + dt lambda| > 1 for the wheel-spin slip damping
+and wheel hop); the trapezoidal one is not.  Optionally the chassis part of a force correction is redistributed
+onto the four tires' deflections (Rodriguez eqs. 5.13-5.16).
 
 Measurements are applied one sensor block at a time (any sensor may be missing at any step), each with
 an innovation gate (:mod:`.kalman`) and the Joseph form.  A GNSS fix rejected for longer than
@@ -36,31 +46,32 @@ from numba import njit
 from ..mbs.small_linalg import lu_factor, lu_solve_columns
 from ..sensors import models
 from ..vehicle import reduced_kernels as kern
-from .kalman import DEFAULT_GATE_PROBABILITY, GateCache, SensorStatistics, joseph_update, record_update, sequential_update, white_acceleration_covariance, white_jerk_covariance
+from .kalman import DEFAULT_GATE_PROBABILITY, GateCache, SensorStatistics, joseph_update, record_update, sequential_update, white_acceleration_covariance
 
 N = models.N
 SENSORS = ("gnss_fix", "gnss_velocity", "gyroscope", "accelerometer", "wheel_rates", "wheel_angles", "suspension_travel")
+LINEARISED_POSITIONS = (5,)  # K columns the errorEKF-FE takes from differences of the model (yaw)
+LINEARISED_VELOCITIES = (3, 4, 5)  # C columns likewise (roll, pitch and yaw rates)
+FORCE_NAMES = ("longitudinal", "lateral", "yaw")  # force-error states: N along and across the heading at base_link, N m about z
+PARAMETER_NAMES = ("mass", "friction", "cornering_front", "cornering_rear", "longitudinal")  # the columns of ReducedVehicle.parameters
+PARAMETER_STEP = {"mass": 10.0, "friction": 0.01, "cornering_front": 0.01, "cornering_rear": 0.01, "longitudinal": 0.01}  # finite differences
+PARAMETER_BOUNDS = {"mass": (0.5, 2.0), "friction": (0.1, 1.5), "cornering_front": (0.4, 2.5), "cornering_rear": (0.4, 2.5),
+                    "longitudinal": (0.4, 2.5)}  # mass: times the initial mass
 
 
 @dataclass
 class ErrorEkfSettings:
-    """Tuning of the vehicle errorEKF(-FE).  Plant-noise intensities per coordinate
-    [x y z, roll pitch yaw, 4 travels, 4 spins]: white jerk (FE; m^2/s^5, rad^2/s^5) or white
-    acceleration (plain; m^2/s^3, rad^2/s^3)."""
+    """Tuning of the vehicle errorEKF(-FE).  ``plant_sigma2``: white-acceleration intensities per coordinate
+    [x y z, roll pitch yaw, 4 travels, 4 spins] (m^2/s^3, rad^2/s^3); for the errorEKF-FE x and y are along and
+    across the heading.  Extra states of the errorEKF-FE (module docstring) have an initial 1-sigma and a random walk
+    per sqrt(s)."""
 
     force_estimation: bool = True
     tire_redistribution: bool = False  # see the closing note of issue 5: with a wrong mass it moves the error into the tires
-    # coordinates that receive force feedback (x, y, yaw and the wheel spins): heave, roll, pitch and the
-    # travels are held by the stiff tires and springs, where an unobservable force offset would only
-    # shift the static equilibrium
-    # (errorEKF-FE: 0 and 1 are the chassis' longitudinal and lateral axes, not east and north: the force correction and
-    # the plant noise of x and y are expressed in the heading frame, so that a correction does not turn with the car)
-    force_feedback_coordinates: tuple = (0, 1, 5)
-    plant_sigma2: np.ndarray = field(default_factory=lambda: np.array([100.0, 100.0, 100.0, 10.0, 10.0, 10.0] + [10.0] * 4 + [1000.0] * 4))
-    # initial error sigmas per coordinate: positions (m, rad), velocities, accelerations
+    plant_sigma2: np.ndarray = field(default_factory=lambda: np.array([1.0, 1.0, 0.1, 0.01, 0.01, 0.01] + [1.0] * 4 + [10.0] * 4))
+    # initial error sigmas per coordinate: positions (m, rad), velocities
     initial_position_sigma: np.ndarray = field(default_factory=lambda: np.array([1.0, 1.0, 0.01, 0.01, 0.01, 0.05] + [0.005] * 4 + [0.1] * 4))
     initial_velocity_sigma: np.ndarray = field(default_factory=lambda: np.array([0.1, 0.1, 0.02, 0.01, 0.01, 0.01] + [0.02] * 4 + [0.5] * 4))
-    initial_acceleration_sigma: np.ndarray = field(default_factory=lambda: np.array([1.0] * 6 + [1.0] * 4 + [5.0] * 4))
     gate_probability: float = DEFAULT_GATE_PROBABILITY
     gnss_orientation_columns: bool = False
     reacquire_after_s: float = 2.0
@@ -73,15 +84,16 @@ class ErrorEkfSettings:
     # model error look like information (rad/s, m/s^2)
     gyro_model_sigma: float = 0.0
     accelerometer_model_sigma: float = 0.0
-    # errorEKF-FE only: IMU biases (gyroscope rad/s, accelerometer m/s^2, sensor axes) as random-walk states
-    imu_biases: bool = False
-    gyro_bias_sigma: float = 0.01  # initial 1-sigma, rad/s (0.6 deg/s)
+    # errorEKF-FE extra states
+    forces: tuple = FORCE_NAMES
+    force_sigma: dict = field(default_factory=lambda: {"longitudinal": 500.0, "lateral": 500.0, "yaw": 500.0})  # N, N, N m
+    force_walk: dict = field(default_factory=lambda: {"longitudinal": 300.0, "lateral": 300.0, "yaw": 300.0})  # per sqrt(s)
+    imu_biases: bool = True
+    gyro_bias_sigma: float = 0.01  # rad/s (0.6 deg/s)
     gyro_bias_walk: float = 2e-4  # rad/s per sqrt(s)
     accel_bias_sigma: float = 0.3  # m/s^2
     accel_bias_walk: float = 2e-3  # m/s^2 per sqrt(s)
-    # errorEKF-FE only: model parameters as random-walk states (names of PARAMETER_NAMES), with their initial 1-sigma and
-    # walk per sqrt(s) (mass in kg, friction and the stiffness scales dimensionless)
-    parameters: tuple = ()
+    parameters: tuple = ()  # names of PARAMETER_NAMES (mass kg, the others dimensionless)
     parameter_sigma: dict = field(default_factory=lambda: {"mass": 150.0, "friction": 0.2, "cornering_front": 0.25, "cornering_rear": 0.25,
                                                             "longitudinal": 0.25})
     parameter_walk: dict = field(default_factory=lambda: {"mass": 0.5, "friction": 0.02, "cornering_front": 0.01, "cornering_rear": 0.01,
@@ -91,51 +103,36 @@ class ErrorEkfSettings:
         self.plant_sigma2 = np.broadcast_to(np.asarray(self.plant_sigma2, float), (N,)).copy()
         if np.any(self.plant_sigma2 < 0) or not np.all(np.isfinite(self.plant_sigma2)):
             raise ValueError("ErrorEkfSettings.plant_sigma2 must be finite and >= 0")
-        unknown = [p for p in self.parameters if p not in PARAMETER_NAMES]
-        if unknown:
-            raise ValueError(f"ErrorEkfSettings.parameters: unknown {unknown}; known: {', '.join(PARAMETER_NAMES)}")
+        for name, names, known in (("forces", self.forces, FORCE_NAMES), ("parameters", self.parameters, PARAMETER_NAMES)):
+            unknown = [p for p in names if p not in known]
+            if unknown:
+                raise ValueError(f"ErrorEkfSettings.{name}: unknown {unknown}; known: {', '.join(known)}")
 
 
-PARAMETER_NAMES = ("mass", "friction", "cornering_front", "cornering_rear", "longitudinal")  # the columns of ReducedVehicle.parameters
-PARAMETER_STEP = {"mass": 10.0, "friction": 0.01, "cornering_front": 0.01, "cornering_rear": 0.01, "longitudinal": 0.01}  # finite differences
-PARAMETER_BOUNDS = {"mass": (0.5, 2.0), "friction": (0.1, 1.5), "cornering_front": (0.4, 2.5), "cornering_rear": (0.4, 2.5),
-                    "longitudinal": (0.4, 2.5)}  # mass: times the initial mass
+def trapezoidal_transition(M: np.ndarray, K: np.ndarray, C: np.ndarray, h: float) -> np.ndarray:
+    """Error transition (2n, 2n) of one trapezoidal step of M dz_ddot = -K dz - C dz_dot.
 
-
-def trapezoidal_transition(M: np.ndarray, K: np.ndarray, C: np.ndarray, h: float, acceleration_input: bool) -> np.ndarray:
-    """Error transition of one trapezoidal step of M dz_ddot = -K dz - C dz_dot (+ M a).
-
-    y = [dz, dz_dot] follows y' = J y (+ [0; a]) with J = [[0, I], [-M^-1 K, -M^-1 C]]; the trapezoidal rule
-    y+ = (I - h/2 J)^-1 [(I + h/2 J) y + h [0; a]], with dz eliminated, needs only the integrator's tangent
-    W = M + h/2 C + h^2/4 K:  dz_dot+ = W^-1 [-h K, M - h/2 C - h^2/4 K, h M] [dz; dz_dot; a],
-    dz+ = dz + h/2 (dz_dot + dz_dot+).  With ``acceleration_input`` the unexplained acceleration a is a
-    third block (random walk); returns (2n or 3n) square."""
+    y = [dz, dz_dot] follows y' = J y with J = [[0, I], [-M^-1 K, -M^-1 C]]; the trapezoidal rule
+    y+ = (I - h/2 J)^-1 (I + h/2 J) y, with dz eliminated, needs only the integrator's tangent
+    W = M + h/2 C + h^2/4 K:  dz_dot+ = W^-1 [-h K, M - h/2 C - h^2/4 K] [dz; dz_dot], dz+ = dz + h/2 (dz_dot + dz_dot+)."""
     n = M.shape[0]
     hC, h2K = 0.5 * h * C, 0.25 * h * h * K
-    blocks = [-h * K, M - hC - h2K] + ([h * M] if acceleration_input else [])
-    size = len(blocks) * n
-    F = np.zeros((size, size))
-    F[n : 2 * n] = np.linalg.solve(M + hC + h2K, np.hstack(blocks))
-    F[:n] = 0.5 * h * F[n : 2 * n]
+    F = np.zeros((2 * n, 2 * n))
+    F[n:] = np.linalg.solve(M + hC + h2K, np.hstack([-h * K, M - hC - h2K]))
+    F[:n] = 0.5 * h * F[n:]
     F[:n, :n] += np.eye(n)
-    F[:n, n : 2 * n] += 0.5 * h * np.eye(n)
-    if acceleration_input:
-        F[2 * n :, 2 * n :] = np.eye(n)
+    F[:n, n:] += 0.5 * h * np.eye(n)
     return F
 
 
 @njit(cache=True)
 def _map_columns(H, A, B, Gp, size):
-    """H (m, 3n) over [z, z_dot, z_ddot] onto an error state of ``size`` columns: the first 2n columns for the plain
-    errorEKF (size 2n); for the errorEKF-FE [H_z + H_a A, H_zd + H_a B, H_a, H_a Gp] (a = dz_ddot - A dz - B dz_dot -
-    Gp e, Gp (n, size - 3n) the acceleration response to the extra states e: zero for IMU biases, -M^-1 dr/dtheta
-    for model parameters)."""
+    """H (m, 3n) over [z, z_dot, z_ddot] onto an error state [dz, dz_dot, e] of ``size`` columns:
+    [H_z + H_a A, H_zd + H_a B, H_a Gp] (z_ddot responds as dz_ddot = A dz + B dz_dot + Gp e; Gp (n, size - 2n))."""
     m, n = H.shape[0], A.shape[0]
-    if size == 2 * n:
-        return H[:, : 2 * n].copy()
     out = np.zeros((m, size))
-    out[:, : 3 * n] = H[:, : 3 * n]
-    ne = size - 3 * n
+    out[:, : 2 * n] = H[:, : 2 * n]
+    ne = size - 2 * n
     for a in range(m):
         for k in range(n):
             hk = H[a, 2 * n + k]
@@ -144,7 +141,7 @@ def _map_columns(H, A, B, Gp, size):
                     out[a, j] += hk * A[k, j]
                     out[a, n + j] += hk * B[k, j]
                 for j in range(ne):
-                    out[a, 3 * n + j] += hk * Gp[k, j]
+                    out[a, 2 * n + j] += hk * Gp[k, j]
     return out
 
 
@@ -167,23 +164,20 @@ def _error_block(x, P, y, h, H, R, A, B, Gp, gate, innovation, bias_col):
 
 @njit(cache=True)
 def _fe_transition(M, K, C, h, Dr, G, A, B, Gp):
-    """The compiled core of the errorEKF-FE's :func:`trapezoidal_transition` (with the acceleration input) and its extra
-    states: G = W^-1 [-h K, M - h/2 C - h^2/4 K, h M, -h Dr] (n, 3n + ne), the velocity rows of F, A = -M^-1 K,
-    B = -M^-1 C and Gp = -M^-1 Dr (Dr (n, ne) = dr/de, the force residual's response to the extra states), written in
-    place.  Returns False when M or W is singular."""
+    """The errorEKF-FE's transition (module docstring): its velocity rows G = W^-1 [-h K, M - h/2 C - h^2/4 K, -h Dr]
+    (n, 2n + ne), A = -M^-1 K, B = -M^-1 C and Gp = -M^-1 Dr, written in place.  Returns False when M or W is singular."""
     n, ne = M.shape[0], Dr.shape[1]
     LU, piv = M.copy(), np.zeros(n, dtype=np.intp)
     W = np.empty((n, n))
-    rhs = np.empty((n, 3 * n + ne))
+    rhs = np.empty((n, 2 * n + ne))
     for i in range(n):
         for j in range(n):
             hC, h2K = 0.5 * h * C[i, j], 0.25 * h * h * K[i, j]
             W[i, j] = M[i, j] + hC + h2K
             rhs[i, j] = -h * K[i, j]
             rhs[i, n + j] = M[i, j] - hC - h2K
-            rhs[i, 2 * n + j] = h * M[i, j]
         for j in range(ne):
-            rhs[i, 3 * n + j] = -h * Dr[i, j]
+            rhs[i, 2 * n + j] = -h * Dr[i, j]
     if not lu_factor(LU, piv):
         return False
     ABG = lu_solve_columns(LU, piv, np.hstack((K, C, Dr)))
@@ -198,9 +192,9 @@ def _fe_transition(M, K, C, h, Dr, G, A, B, Gp):
 
 @njit(cache=True)
 def _propagate_fe(P, G, h, plant, FP):
-    """P <- F P F^T + plant (symmetrised) for the errorEKF-FE's F = [[I + h/2 G_1, h/2 (I + G_2), h/2 G_3, h/2 G_e],
-    G, [0, 0, I, 0], [0, 0, 0, I]], G (n, 3n + ne) its velocity rows (:func:`_fe_transition`): two (n, m) products
-    instead of two (m, m) ones; ``FP`` (m, m) work array."""
+    """P <- F P F^T + plant (symmetrised) for the errorEKF-FE's F = [[I + h/2 G_1, h/2 (I + G_2), h/2 G_e], G, [0, 0, I]],
+    G (n, 2n + ne) its velocity rows (:func:`_fe_transition`): two (n, m) products instead of two (m, m) ones; ``FP``
+    (m, m) work array."""
     n, m = G.shape[0], P.shape[0]
     GP = G @ P
     for r in range(n):
@@ -225,31 +219,27 @@ def _propagate_fe(P, G, h, plant, FP):
 
 
 @njit(cache=True)
-def _feed_back(x, q, qd, qdd, A, B, Gp, M, mask, P):
-    """errorEKF-FE feedback of x = [dz, dz_dot, a, e]: q + dz, qd + dz_dot, qdd + A dz + B dz_dot + a + Gp e (new
-    arrays) and the force increment dQ = (M a) * mask.  Returns them with dQ's finiteness and that of P and the new q."""
+def _feed_back(x, q, qd, qdd, A, B, Gp, P):
+    """errorEKF-FE feedback of x = [dz, dz_dot, e]: q + dz, qd + dz_dot, qdd + A dz + B dz_dot + Gp e (new arrays), with
+    the finiteness of P and the new q."""
     n = q.shape[0]
     ne = Gp.shape[1]
-    q1, qd1, qdd1, dQ = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-    force_ok, finite = True, True
+    q1, qd1, qdd1 = np.empty(n), np.empty(n), np.empty(n)
+    finite = True
     for i in range(n):
         q1[i] = q[i] + x[i]
         qd1[i] = qd[i] + x[n + i]
-        Adz, Bdzd, Ma, Ge = 0.0, 0.0, 0.0, 0.0
+        acc = 0.0
         for j in range(n):
-            Adz += A[i, j] * x[j]
-            Bdzd += B[i, j] * x[n + j]
-            Ma += M[i, j] * x[2 * n + j]
+            acc += A[i, j] * x[j] + B[i, j] * x[n + j]
         for j in range(ne):
-            Ge += Gp[i, j] * x[3 * n + j]
-        qdd1[i] = qdd[i] + Adz + Bdzd + x[2 * n + i] + Ge
-        dQ[i] = Ma * mask[i]
-        force_ok = force_ok and math.isfinite(dQ[i])
-        finite = finite and math.isfinite(q1[i])
+            acc += Gp[i, j] * x[2 * n + j]
+        qdd1[i] = qdd[i] + acc
+        finite = finite and math.isfinite(q1[i]) and math.isfinite(qdd1[i])
     for i in range(P.shape[0]):
         for j in range(P.shape[1]):
             finite = finite and math.isfinite(P[i, j])
-    return q1, qd1, qdd1, dQ, force_ok, finite
+    return q1, qd1, qdd1, finite
 
 
 @njit(cache=True)
@@ -316,9 +306,9 @@ class SensorBookkeeping:
         raise NotImplementedError
 
     def initial_sigma(self) -> np.ndarray:
-        """Initial 1-sigma of every error state: positions, velocities (and accelerations) of the settings."""
+        """Initial 1-sigma of every error state: positions and velocities of the settings."""
         s = self.settings
-        return np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma, s.initial_acceleration_sigma])[: self.P.shape[0]]
+        return np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma])[: self.P.shape[0]]
 
     def _after_gnss_fix(self, accepted: bool, antenna_enu_m: np.ndarray, predicted, covariance_m2: np.ndarray) -> bool:
         """Re-acquisition bookkeeping after a fix was offered; ``predicted()`` gives the model's antenna
@@ -373,56 +363,51 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.vehicle = vehicle
         self.mounts = mounts
         self.settings = s = settings or ErrorEkfSettings()
-        self.dt = vehicle.dt_s
-        self.levels = 3 if s.force_estimation else 2
-        # extra states after [dz, dz_dot, a] (errorEKF-FE only): IMU biases, then model parameters
+        self.dt = dt = vehicle.dt_s
         fe = s.force_estimation
-        self.gyro_bias_col = 3 * N if fe and s.imu_biases else -1
-        self.accel_bias_col = 3 * N + 3 if fe and s.imu_biases else -1
+        # extra states after [dz, dz_dot] (errorEKF-FE only): force errors, IMU biases, model parameters
+        self.force_names = tuple(s.forces) if fe else ()
+        self.gyro_bias_col = 2 * N + len(self.force_names) if fe and s.imu_biases else -1
+        self.accel_bias_col = self.gyro_bias_col + 3 if self.gyro_bias_col >= 0 else -1
         self.parameter_names = tuple(s.parameters) if fe else ()
-        self.parameter_col = 3 * N + (6 if self.gyro_bias_col >= 0 else 0)
-        n_extra = (6 if self.gyro_bias_col >= 0 else 0) + len(self.parameter_names)
-        n = self.levels * N + n_extra
+        self.parameter_col = 2 * N + len(self.force_names) + (6 if self.gyro_bias_col >= 0 else 0)
+        n = self.parameter_col + len(self.parameter_names)
         self.x = np.zeros(n)
         self.P = np.zeros((n, n))
         self.imu_bias = np.zeros(6)  # estimated gyroscope (rad/s) and accelerometer (m/s^2) biases, sensor axes
         self._parameter_index = np.array([PARAMETER_NAMES.index(p) for p in self.parameter_names], dtype=np.intp)
-        self._initial_parameters = None  # the model's parameters at the start (bounds are relative to the mass)
-        dt = self.dt
-        if fe:
-            plant = np.zeros((n, n))
-            plant[: 3 * N, : 3 * N] = white_jerk_covariance(s.plant_sigma2, dt)
-            walks = np.concatenate([[s.gyro_bias_walk] * 3 + [s.accel_bias_walk] * 3 if self.gyro_bias_col >= 0 else [],
-                                    [s.parameter_walk[p] for p in self.parameter_names]])
-            plant[3 * N :, 3 * N :] = np.diag(np.square(walks) * dt)
-            self.plant = plant
-        else:
-            self.plant = white_acceleration_covariance(s.plant_sigma2, dt)
+        self._initial_parameters = None  # the model's parameters at the first start (the mass bounds are relative to it)
+        plant = np.zeros((n, n))
+        plant[: 2 * N, : 2 * N] = white_acceleration_covariance(s.plant_sigma2, dt)
+        plant[2 * N :, 2 * N :] = np.diag(np.square(self._extra_values(s.force_walk, s.gyro_bias_walk, s.accel_bias_walk, s.parameter_walk)) * dt)
+        self.plant = plant
+        if not fe:
             self.F = np.block([[np.eye(N), dt * np.eye(N)], [np.zeros((N, N)), np.eye(N)]])
         self._init_bookkeeping(s)
-        self._feedback_mask = np.zeros(N)
-        self._feedback_mask[list(s.force_feedback_coordinates)] = 1.0
-        self._heading_axes = self._feedback_mask[:2].copy()  # longitudinal, lateral (errorEKF-FE; applied in _force_feedback)
-        if fe:
-            self._feedback_mask[:2] = 1.0
         self.n_force_resets = 0  # force corrections dropped because the model step failed with them
-        self._relinearise = s.force_estimation  # the transition follows the model (else constant F)
+        self._relinearise = fe  # the transition follows the model (else constant F)
         self._steps_since_transition = 0
         self._M = None  # mass matrix of the last linearisation
         self._A, self._B = np.zeros((N, N)), np.zeros((N, N))  # -M^-1 K, -M^-1 C at the last linearisation
-        self._Gp = np.zeros((N, max(n_extra, 0)))  # acceleration response to the extra states (-M^-1 dr/de)
-        self._G = np.zeros((N, n if fe else 3 * N))  # errorEKF-FE: the velocity rows of F (_fe_transition)
+        self._Gp = np.zeros((N, n - 2 * N))  # acceleration response to the extra states (-M^-1 dr/de)
+        self._G = np.zeros((N, n))  # errorEKF-FE: the velocity rows of F (_fe_transition)
+        self._directions = np.zeros((N, len(self.force_names)))  # generalised-force direction of each force-error state
         self._work = np.zeros((n, n))
         self._compiled_sensors = True  # the IMU update in one compiled call (the sensor models of the 14-DOF state)
+        self.levels = 2  # [dz, dz_dot] lead the state (then the extra states)
+
+    def _extra_values(self, forces: dict, gyro: float, accel: float, parameters: dict) -> np.ndarray:
+        """One value per extra state, in their order (forces, biases, parameters)."""
+        values = [forces[f] for f in self.force_names]
+        if self.gyro_bias_col >= 0:
+            values += [gyro] * 3 + [accel] * 3
+        return np.array(values + [parameters[p] for p in self.parameter_names], dtype=float)
 
     def initial_sigma(self) -> np.ndarray:
         """Initial 1-sigma of every error state (the diagonal of P at a start)."""
         s = self.settings
-        sig = [s.initial_position_sigma, s.initial_velocity_sigma, s.initial_acceleration_sigma][: self.levels]
-        if self.gyro_bias_col >= 0:
-            sig.append([s.gyro_bias_sigma] * 3 + [s.accel_bias_sigma] * 3)
-        sig.append([s.parameter_sigma[p] for p in self.parameter_names])
-        return np.concatenate(sig)
+        return np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma,
+                               self._extra_values(s.force_sigma, s.gyro_bias_sigma, s.accel_bias_sigma, s.parameter_sigma)])
 
     def parameter_values(self) -> np.ndarray:
         """The model's current values of the estimated parameters (in the order of ``settings.parameters``)."""
@@ -442,79 +427,85 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.P[:] = np.diag(np.square(self.initial_sigma()))
         self.x[:] = 0.0
         self.imu_bias[:] = 0.0
+        self._steps_since_transition = 0
 
     def predict(self) -> bool:
         """Advance the model one step (inputs already set on the vehicle) and propagate P."""
         v = self.vehicle
         result = v.step()
-        if not result.success and self.levels == 3 and v.force_correction.any():
+        if not result.success and self.force_names and v.force_correction.any():
             # a bad force correction (e.g. after a long sensor outage) must not stop the observer: drop it,
-            # widen the acceleration errors and retry the step (a failed step leaves the model unchanged)
+            # widen the force errors and retry the step (a failed step leaves the model unchanged)
             v.force_correction[:] = 0.0
             self.n_force_resets += 1
-            self.P[2 * N : 3 * N, 2 * N : 3 * N] += np.diag(np.square(self.settings.initial_acceleration_sigma))
+            k = 2 * N + np.arange(len(self.force_names))
+            self.P[k, k] += np.square(self.initial_sigma()[k])
             result = v.step()
         if not result.success:
             return False
         if self._relinearise:
             if self._steps_since_transition == 0:
-                if self.levels == 3:
-                    self._linearise()  # F is kept as its velocity rows G
-                else:
-                    self.F = self._transition()
+                self._linearise()  # F is kept as its velocity rows G
             self._steps_since_transition = (self._steps_since_transition + 1) % self.settings.transition_every_steps
-        if self.levels == 3:
             _propagate_fe(self.P, self._G, self.dt, self.plant, self._work)
         else:
             self.P[:] = self.F @ self.P @ self.F.T + self.plant
         self.x[:] = 0.0
         return True
 
-    def _heading_plant(self, yaw: float) -> None:
-        """The plant noise of the x and y errors with the intensities of ``plant_sigma2[0:2]`` along the heading and across it
-        (Sigma = R(yaw) diag(q_long, q_lat) R(yaw)^T in every block of the white-jerk covariance)."""
-        q_long, q_lat = self.settings.plant_sigma2[0:2]
-        if q_long == q_lat:
-            return
+    def _heading_frame(self, yaw: float) -> None:
+        """The force-error directions (along and across the heading at base_link, yaw) and the plant noise of x and y
+        with the intensities of ``plant_sigma2[0:2]`` along and across the heading (R diag(q_long, q_lat) R^T)."""
         c, s = math.cos(yaw), math.sin(yaw)
-        sigma = np.array([[c * c * q_long + s * s * q_lat, c * s * (q_long - q_lat)], [c * s * (q_long - q_lat), s * s * q_long + c * c * q_lat]])
-        dt = self.dt
-        block = np.array([[dt**5 / 20, dt**4 / 8, dt**3 / 6], [dt**4 / 8, dt**3 / 3, dt**2 / 2], [dt**3 / 6, dt**2 / 2, dt]])
-        for i in range(3):
-            for j in range(3):
-                self.plant[i * N : i * N + 2, j * N : j * N + 2] = block[i, j] * sigma
+        for k, name in enumerate(self.force_names):
+            d = self._directions[:, k]
+            d[0], d[1], d[5] = (c, s, 0.0) if name == "longitudinal" else ((-s, c, 0.0) if name == "lateral" else (0.0, 0.0, 1.0))
+        q_long, q_lat = self.settings.plant_sigma2[0:2]
+        if q_long != q_lat:
+            sigma = np.array([[c * c * q_long + s * s * q_lat, c * s * (q_long - q_lat)], [c * s * (q_long - q_lat), s * s * q_long + c * c * q_lat]])
+            dt = self.dt
+            block = np.array([[dt**3 / 3, dt**2 / 2], [dt**2 / 2, dt]])
+            for i in range(2):
+                for j in range(2):
+                    self.plant[i * N : i * N + 2, j * N : j * N + 2] = block[i, j] * sigma
 
     def _linearise(self) -> None:
-        """errorEKF-FE: M, A = -M^-1 K, B = -M^-1 C, the parameters' acceleration response and the velocity rows G of F
-        at the current model state."""
+        """errorEKF-FE: M, A = -M^-1 K, B = -M^-1 C, the extra states' acceleration response Gp and the velocity rows G
+        of F at the current model state."""
         solver = self.vehicle.solver
-        self._heading_plant(float(solver.q[5]))
+        self._heading_frame(float(solver.q[5]))
         M = self._M = self.vehicle.mass_matrix(solver.q)
-        if not _fe_transition(M, solver.K, solver.C, self.dt, self.residual_sensitivity(), self._G, self._A, self._B, self._Gp):
+        K, C = solver.K.copy(), solver.C.copy()
+        # the integrator's tangent leaves out how the tire forces turn with the heading (K's yaw column is zero) and
+        # approximates the angular-velocity terms: without them a heading error would not change the slip angles, and
+        # the heading could not be told from sideslip
+        dq, dqd = self.vehicle.residual_derivatives(LINEARISED_POSITIONS, LINEARISED_VELOCITIES, self.dt)
+        K[:, LINEARISED_POSITIONS], C[:, LINEARISED_VELOCITIES] = dq, dqd
+        if not _fe_transition(M, K, C, self.dt, self.residual_sensitivity(), self._G, self._A, self._B, self._Gp):
             raise np.linalg.LinAlgError("errorEKF-FE: singular mass or tangent matrix")
 
     def residual_sensitivity(self) -> np.ndarray:
-        """dr/de (N, extra states): the force residual's response to the extra states at the current model state, by forward
-        differences of the steady-state tire forces (the parameters change slowly: the carcass has relaxed); zero for the
-        IMU biases, which act on measurements only."""
-        n_extra = self.P.shape[0] - 3 * N
-        Dr = np.zeros((N, n_extra))
-        if not self.parameter_names:
-            return Dr
-        theta0 = self.vehicle.parameters
-        thetas = np.repeat(theta0[None], 1 + len(self.parameter_names), axis=0)
-        steps = np.array([PARAMETER_STEP[p] for p in self.parameter_names])
-        thetas[1 + np.arange(len(steps)), self._parameter_index] += steps
-        r = self.vehicle.force_residuals(thetas, np.arange(N), steady_tires=True)
-        Dr[:, self.parameter_col - 3 * N :] = ((r[1:] - r[0]) / steps[:, None]).T
+        """Dr = dr/de (N, extra states), r = M z_ddot - Q - force correction: -1 along a force error's direction; for a
+        model parameter forward differences of the steady-state tire forces (the parameters change slowly: the carcass
+        has relaxed); zero for the IMU biases, which act on measurements only."""
+        Dr = np.zeros((N, self.P.shape[0] - 2 * N))
+        Dr[:, : len(self.force_names)] = -self._directions
+        if self.parameter_names:
+            theta0 = self.vehicle.parameters
+            thetas = np.repeat(theta0[None], 1 + len(self.parameter_names), axis=0)
+            steps = np.array([PARAMETER_STEP[p] for p in self.parameter_names])
+            thetas[1 + np.arange(len(steps)), self._parameter_index] += steps
+            r = self.vehicle.force_residuals(thetas, np.arange(N), steady_tires=True)
+            Dr[:, self.parameter_col - 2 * N :] = ((r[1:] - r[0]) / steps[:, None]).T
         return Dr
 
     def _transition(self) -> np.ndarray:
-        """The model's error transition over one step (:func:`trapezoidal_transition`, with the acceleration
-        input) at the current state; the filter itself keeps only its velocity rows (:meth:`_linearise`)."""
+        """The model's error transition over one step (dense, for tests): the errorEKF-FE's F at the current state (the
+        filter itself keeps only its velocity rows, :meth:`_linearise`), or the plain errorEKF's constant F."""
+        if not self._relinearise:
+            return self.F
         self._linearise()
-        h = self.dt
-        m = self.P.shape[0]
+        h, m = self.dt, self.P.shape[0]
         F = np.zeros((m, m))
         F[N : 2 * N] = self._G
         F[:N] = 0.5 * h * self._G
@@ -529,22 +520,24 @@ class VehicleErrorEKF(SensorBookkeeping):
         return s.q, s.qd, s.qdd
 
     def _apply(self, name: str, y: np.ndarray, h: np.ndarray, H: np.ndarray, R: np.ndarray, axes=None) -> bool:
-        """One gated block (:meth:`_gated_update`) with H mapped onto the error state: with force estimation
-        the acceleration block of x is the unexplained acceleration a, and the model's acceleration also
-        responds to position and velocity errors, dz_ddot = A dz + B dz_dot + a.  One compiled call
-        (:func:`_error_block`) unless the sensor is due for a relock."""
+        """One gated block (:meth:`_gated_update`) with H (over [z, z_dot, z_ddot]) mapped onto the error state
+        (:func:`_map_columns`) and the identity on the sensor's bias columns (``axes``: the sensor axes of the rows).  One
+        compiled call (:func:`_error_block`) unless the sensor is due for a relock or only some axes are given."""
         if name not in self.settings.enabled_sensors:
             return False
         stats = self.stats[name]
         y = np.asarray(y, float)
         bias_col = {"gyroscope": self.gyro_bias_col, "accelerometer": self.accel_bias_col}.get(name, -1)
         axes = np.arange(len(y)) if axes is None else np.asarray(axes)
+        H = np.ascontiguousarray(H, dtype=float)
+        if H.shape[1] == 2 * N:  # a model without accelerations in H (the detailed filter's mapped Jacobians)
+            H = np.hstack([H, np.zeros((len(y), N))])
         if stats.consecutive_rejections < self.settings.relock_after and (bias_col < 0 or len(axes) == 3):
             innovation = np.empty(len(y))
-            nis = _error_block(self.x, self.P, y, np.asarray(h, float), np.ascontiguousarray(H, dtype=float), np.ascontiguousarray(R, dtype=float),
+            nis = _error_block(self.x, self.P, y, np.asarray(h, float), H, np.ascontiguousarray(R, dtype=float),
                                self._A, self._B, self._Gp, self.gate(len(y)), innovation, bias_col)
             return record_update(stats, innovation, nis)
-        H = _map_columns(np.ascontiguousarray(H, dtype=float), self._A, self._B, self._Gp, self.x.shape[0])
+        H = _map_columns(H, self._A, self._B, self._Gp, self.x.shape[0])
         if bias_col >= 0:
             H[np.arange(len(y)), bias_col + axes] += 1.0
         return self._gated_update(name, y - h - H @ self.x, H, R)
@@ -648,35 +641,28 @@ class VehicleErrorEKF(SensorBookkeeping):
     def correct(self) -> None:
         """Feed the estimated errors back into the model (module docstring) and reset x to zero."""
         x = self.x
-        if self.levels == 3:
-            # positions and velocities, the model's own response to them plus the unexplained acceleration a,
-            # and the force increment M a on the feedback coordinates (M from the last linearisation, <= 20 ms)
-            v = self.vehicle
-            solver = v.solver
-            M = self._M if self._M is not None else v.mass_matrix(solver.q + x[:N])  # no linearisation yet: at the corrected q
-            solver.q, solver.qd, solver.qdd, dQ, force_ok, finite = _feed_back(x, solver.q, solver.qd, solver.qdd, self._A, self._B, self._Gp, M,
-                                                                               self._feedback_mask, self.P)
-            if force_ok:
-                self._force_feedback(dQ)
-            if finite:
-                self._feed_back_extras(x[3 * N :])
+        if not self._relinearise:
+            self._correct_state(x[:N], x[N : 2 * N])
             x[:] = 0.0
-            self._check_divergence(None, finite)
+            self._check_divergence(self.vehicle.solver.q)
             return
-        self._correct_state(x[:N], x[N : 2 * N])
+        solver = self.vehicle.solver
+        q, qd, qdd, finite = _feed_back(x, solver.q, solver.qd, solver.qdd, self._A, self._B, self._Gp, self.P)
+        if finite:
+            solver.q, solver.qd, solver.qdd = q, qd, qdd
+            e = x[2 * N :]
+            k = len(self.force_names)
+            if k:
+                self._force_feedback(self._directions @ e[:k])
+            if self.gyro_bias_col >= 0:
+                self.imu_bias += e[k : k + 6]
+            self._feed_back_parameters(e[self.parameter_col - 2 * N :])
         x[:] = 0.0
-        self._check_divergence(self.vehicle.solver.q)
+        self._check_divergence(None, finite)
 
-    def _feed_back_extras(self, e: np.ndarray) -> None:
-        """IMU biases and model parameters take their estimated errors (parameters within PARAMETER_BOUNDS; a parameter
-        held at a bound keeps its covariance, the model its bounded value)."""
-        if self.gyro_bias_col >= 0:
-            self.imu_bias += e[:6]
-        if not self.parameter_names:
-            return
-        c0 = self.parameter_col - 3 * N
-        de = e[c0 : c0 + len(self.parameter_names)]
-        if not de.any():
+    def _feed_back_parameters(self, de: np.ndarray) -> None:
+        """Model parameters take their estimated errors, within PARAMETER_BOUNDS; the tires carry their new forces at once."""
+        if not self.parameter_names or not de.any():
             return
         theta = self.vehicle.parameters
         initial = self._initial_parameters if self._initial_parameters is not None else theta
@@ -689,16 +675,10 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.vehicle.apply_parameters(theta, carry_tire_forces=True)
 
     def _force_feedback(self, dQ: np.ndarray) -> None:
-        """The force correction grows by dQ, the generalised force of the unexplained acceleration on the
-        feedback coordinates (x and y: the components along and across the heading that are fed back); the chassis
-        part of that increment can go into the tire deflections."""
-        if not self._heading_axes.all():
-            yaw = float(self.vehicle.solver.q[5])
-            c, s = math.cos(yaw), math.sin(yaw)
-            along, across = (c * dQ[0] + s * dQ[1]) * self._heading_axes[0], (-s * dQ[0] + c * dQ[1]) * self._heading_axes[1]
-            dQ[0], dQ[1] = c * along - s * across, s * along + c * across
+        """The force correction grows by dQ, the generalised force of the estimated force errors; its chassis part can go
+        into the tire deflections instead."""
         if self.settings.tire_redistribution:
-            dQ -= self._redistribute(dQ) * self._feedback_mask
+            dQ = dQ - self._redistribute(dQ)
         self.vehicle.force_correction += dQ
 
     def _redistribute(self, dQ: np.ndarray) -> np.ndarray:
@@ -798,8 +778,7 @@ class DetailedErrorEKF(VehicleErrorEKF):
     def _transition(self) -> np.ndarray:
         """The trapezoidal transition of the model projected on the error coordinates."""
         solver, R = self.vehicle.solver, self.velocity_transform()
-        return trapezoidal_transition(R.T @ self.vehicle.model.mass @ R, R.T @ solver.K @ R, R.T @ solver.C @ R, self.dt,
-                                      acceleration_input=False)
+        return trapezoidal_transition(R.T @ self.vehicle.model.mass @ R, R.T @ solver.K @ R, R.T @ solver.C @ R, self.dt)
 
     def _mapped(self, h, Hq, Hqd):
         R = self.velocity_transform()

@@ -709,7 +709,7 @@ class OnlineObserver:
     def _odometry(self) -> Odometry:
         f, v = self.filter, self.vehicle
         P = f.P
-        n = P.shape[0] // f.levels
+        n = N  # [dz, dz_dot] lead every vehicle filter's state
         if isinstance(f, DetailedErrorEKF):
             state = v.truth()
             position, q = state.position_enu_m, state.orientation_wxyz
@@ -744,29 +744,38 @@ class OnlineObserver:
             parameters_converged=bool(converged), estimator=self.settings.observer, nis=nis)
 
     def _tire_force_sigma(self, state: TruthSample) -> np.ndarray:
-        """1-sigma of the tire forces (reduced models; zeros for the detailed one).  fx, fy: the uncertainty of
-        the filter's horizontal force correction M a, shared among the wheels in proportion to their normal
-        loads.  fz: the tire stiffness times the uncertainty of the wheel-centre height, dh = dz - x_i dpitch +
-        y_i droll + ds_i (base_link contact point x_i, y_i; travel s_i).  Model-parameter uncertainty is not
-        included."""
+        """1-sigma of the tire forces (reduced models; zeros for the detailed one).  fx, fy: the uncertainty of the filter's
+        longitudinal and lateral force errors, shared among the wheels in proportion to their normal loads, and of the
+        estimated tire stiffness scales (a scale's sigma times the forces it scales), in quadrature.  fz: the tire
+        stiffness times the uncertainty of the wheel-centre height, dh = dz - x_i dpitch + y_i droll + ds_i (base_link
+        contact point x_i, y_i; travel s_i).  The mass's uncertainty is not included."""
         f = self.filter
         sigma = np.zeros((4, 3))
-        M = getattr(f, "_M", None)
-        if isinstance(f, DetailedErrorEKF) or M is None:
+        if isinstance(f, DetailedErrorEKF) or not getattr(f, "_relinearise", False):
             return sigma
-        if f.levels == 3:
-            R = quaternion_to_matrix(state.orientation_wxyz)
-            Paa = f.P[2 * N : 3 * N, 2 * N : 3 * N]
-            cov = R[:2, :2].T @ (M[:2] @ Paa @ M[:2].T) @ R[:2, :2]  # generalised force on x, y in base_link axes (yaw only)
-            fz = np.maximum(np.asarray(state.tire_force_n)[:, 2], 0.0)
-            share = fz / fz.sum() if fz.sum() > 0 else np.full(4, 0.25)
-            sigma[:, :2] = np.sqrt(np.maximum(np.diag(cov), 0.0))[None, :] * share[:, None]
-        x, y = np.asarray(state.contact_point_base_m)[:, 0], np.asarray(state.contact_point_base_m)[:, 1]
         P = f.P
+        forces = np.asarray(state.tire_force_n)
+        fz = np.maximum(forces[:, 2], 0.0)
+        share = fz / fz.sum() if fz.sum() > 0 else np.full(4, 0.25)
+        variance = np.zeros((4, 2))
+        for k, name in enumerate(f.force_names):
+            if name in ("longitudinal", "lateral"):
+                col = 2 * N + k
+                variance[:, 0 if name == "longitudinal" else 1] += P[col, col] * share**2
+        for k, name in enumerate(f.parameter_names):
+            col = f.parameter_col + k
+            scale = f.vehicle.parameters[f._parameter_index[k]]
+            if name.startswith("cornering"):
+                wheels = slice(0, 2) if name.endswith("front") else slice(2, 4)
+                variance[wheels, 1] += P[col, col] * (forces[wheels, 1] / scale) ** 2
+            elif name == "longitudinal":
+                variance[:, 0] += P[col, col] * (forces[:, 0] / scale) ** 2
+        sigma[:, :2] = np.sqrt(variance)
+        x, y = np.asarray(state.contact_point_base_m)[:, 0], np.asarray(state.contact_point_base_m)[:, 1]
         s = np.arange(6, 10)  # the travels' rows
-        variance = (P[2, 2] + y * y * P[3, 3] + x * x * P[4, 4] + P[s, s] + 2 * y * P[2, 3] - 2 * x * P[2, 4] + 2 * P[2, s]
-                    - 2 * x * y * P[3, 4] + 2 * y * P[3, s] - 2 * x * P[4, s])  # J P J^T with J = [1, y, -x, e_i] on z, roll, pitch, s
-        sigma[:, 2] = self._tire_k_z * np.sqrt(np.maximum(variance, 0.0))
+        height = (P[2, 2] + y * y * P[3, 3] + x * x * P[4, 4] + P[s, s] + 2 * y * P[2, 3] - 2 * x * P[2, 4] + 2 * P[2, s]
+                  - 2 * x * y * P[3, 4] + 2 * y * P[3, s] - 2 * x * P[4, s])  # J P J^T with J = [1, y, -x, e_i] on z, roll, pitch, s
+        sigma[:, 2] = self._tire_k_z * np.sqrt(np.maximum(height, 0.0))
         return sigma
 
 

@@ -98,14 +98,16 @@ class VehicleSPI:
         theta, P_new = _unscented_correction(points, residuals, self.theta, P, self.R, bounds)
         if np.all(np.isfinite(theta)):
             self.theta, self.P_theta = theta, P_new
-        # the errorEKF-FE's force correction compensated the old parameters: re-derive it at the new ones,
-        # so that the model still reproduces the estimated accelerations (no double counting)
-        coords = list(self.filter.settings.force_feedback_coordinates)
-        correction = self._residual(self.theta, coords)
+        # the errorEKF-FE's force correction compensated the old parameters: re-derive it at the new ones, along the
+        # filter's force-error directions, so that the model still reproduces the estimated accelerations (no double counting)
+        D = self.filter._directions
+        correction = np.zeros(N)
+        if D.shape[1]:
+            residual = self._residual(self.theta, range(N))
+            correction = D @ np.linalg.lstsq(D, residual, rcond=None)[0]
         v.set_total_mass(self.theta[0])
         v.mu = self.theta[1]
-        v.force_correction[:] = 0.0
-        v.force_correction[coords] = correction
+        v.force_correction[:] = correction
 
     def parameter_sigma(self) -> np.ndarray:
         return np.sqrt(np.diag(self.P_theta))

@@ -77,9 +77,10 @@ class Run:
 
 
 # ----- truth -------------------------------------------------------------------------------------------
-def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, nominal_truth: bool = False):
+def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch: mm.Mismatch | None = None):
     """(nominal description, nominal sensor config, mismatch, truth records, samples sorted by receive time) of one
-    scenario; cached under ``cache_dir`` when given (keyed by the inputs and :data:`HARNESS_VERSION`)."""
+    scenario with the mismatch of ``seed`` (:func:`.mismatch.draw`) or the one given; cached under ``cache_dir`` when
+    given (keyed by the inputs and :data:`HARNESS_VERSION`)."""
     from ..paths import default_sensors_path, default_vehicle_path
     from ..vehicle.description import load_vehicle
     from ..vehicle.detailed import DetailedVehicle
@@ -89,7 +90,7 @@ def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, nominal_t
     desc = load_vehicle(default_vehicle_path())
     config = load_sensor_config(default_sensors_path())
     m = MANOEUVRES[manoeuvre]()
-    mismatch = mm.nominal(seed) if nominal_truth else mm.draw(seed, m.duration_s)
+    mismatch = mismatch if mismatch is not None else mm.draw(seed, m.duration_s)
     key = None
     if cache_dir is not None:
         text = Path(default_vehicle_path()).read_text() + Path(default_sensors_path()).read_text() + repr((manoeuvre, mismatch, HARNESS_VERSION))

@@ -254,6 +254,35 @@ class ReducedVehicle:
         return kern.force_residuals(thetas, np.asarray(rows, dtype=np.intp), self.total_mass_kg, s.q, s.qd, s.qdd, inputs[kern.IN_RACK], *self._splines,
                                     self.body, self._inertia, inputs, self._xi0, self._road_height, self._road_normal, self.tire.rows, self.load_terms)
 
+    def residual_derivatives(self, position_columns, velocity_columns, tire_dt_s: float, step: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
+        """Central differences of the force residual r = M(q) qdd - Q(q, qd) at the solver's state: dr/dq on
+        ``position_columns`` and dr/dqd on ``velocity_columns`` ((14, k) each), with the tires answering over a step of
+        ``tire_dt_s`` from their current deflections and the force correction left out (it does not depend on the state).
+        These are the stiffness and damping the integrator's tangent leaves out or approximates (the turning of the tire
+        forces with yaw, dM/dq qdd, the angular-velocity terms), for an observer's error transition.  Nothing of the model's
+        is changed."""
+        s = self.solver
+        self._position(s.q)
+        inputs = self._inputs.copy()
+        inputs[kern.IN_TIRE_DT] = tire_dt_s
+        theta = self.parameters[None]
+        rows = np.arange(14, dtype=np.intp)
+
+        def r(q, qd):
+            return kern.force_residuals(theta, rows, self.total_mass_kg, q, qd, s.qdd, inputs[kern.IN_RACK], *self._splines, self.body, self._inertia, inputs,
+                                        self._xi0, self._road_height, self._road_normal, self.tire.rows, self.load_terms)[0]
+
+        dq, dqd = np.zeros((14, len(position_columns))), np.zeros((14, len(velocity_columns)))
+        for k, j in enumerate(position_columns):
+            e = np.zeros(14)
+            e[j] = step
+            dq[:, k] = (r(s.q + e, s.qd) - r(s.q - e, s.qd)) / (2.0 * step)
+        for k, j in enumerate(velocity_columns):
+            e = np.zeros(14)
+            e[j] = step
+            dqd[:, k] = (r(s.q, s.qd + e) - r(s.q, s.qd - e)) / (2.0 * step)
+        return dq, dqd
+
     def mass_matrix(self, q: np.ndarray) -> np.ndarray:
         """M(q) (14, 14), kg and kg m^2."""
         self._position(q)
