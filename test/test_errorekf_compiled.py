@@ -36,7 +36,7 @@ def filt(request):
     return f
 
 
-def mapped(f, H, bias_col=-1):
+def mapped(f, H, bias_col=-1, h=None, scale_col=-1):
     """H over [z, z_dot, z_ddot] onto [dz, dz_dot, e]: dz_ddot = A dz + B dz_dot + Gp e, plus the identity on a sensor's
     bias columns."""
     out = np.zeros((H.shape[0], len(f.x)))
@@ -46,11 +46,13 @@ def mapped(f, H, bias_col=-1):
     out[:, 2 * N :] += H[:, 2 * N :] @ f._Gp
     if bias_col >= 0:
         out[:, bias_col : bias_col + 3] += np.eye(3)
+    if scale_col >= 0:
+        out[2, scale_col] += h[2]
     return out
 
 
-def reference_block(f, x, P, y, h, H, R, bias_col=-1):
-    Hm = mapped(f, H, bias_col)
+def reference_block(f, x, P, y, h, H, R, bias_col=-1, scale_col=-1):
+    Hm = mapped(f, H, bias_col, h, scale_col)
     stats = SensorStatistics()
     accepted = sequential_update(x, P, y - h - Hm @ x, Hm, R, f.gate(len(y)), stats)
     return accepted, stats
@@ -61,16 +63,16 @@ def test_sensor_blocks_match_the_numpy_update(filt):
     q, qd, qdd = f._state()
     m = f.mounts
     rng = np.random.default_rng(5)
-    blocks = [(*models.gyroscope(q, qd, m.imu_rotation), f.gyro_bias_col),
-              (*models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation), f.accel_bias_col),
-              (*models.gnss_velocity(q, qd, m.gnss_position_m), -1)]
-    for h, H, bias_col in blocks:
+    blocks = [(*models.gyroscope(q, qd, m.imu_rotation), f.gyro_bias_col, f.gyro_scale_col),
+              (*models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation), f.accel_bias_col, -1),
+              (*models.gnss_velocity(q, qd, m.gnss_position_m), -1, -1)]
+    for h, H, bias_col, scale_col in blocks:
         y = h + rng.standard_normal(3) * 0.05
         R = np.eye(3) * 0.01
         x0, P0 = f.x.copy(), f.P.copy()
-        accepted, stats = reference_block(f, x0, P0, y, h, H, R, bias_col)
+        accepted, stats = reference_block(f, x0, P0, y, h, H, R, bias_col, scale_col)
         x1, P1, nu = f.x.copy(), f.P.copy(), np.empty(3)
-        nis = ekf._error_block(x1, P1, y, h, H, R, f._A, f._B, f._Gp, f.gate(3), nu, bias_col)
+        nis = ekf._error_block(x1, P1, y, h, H, R, f._A, f._B, f._Gp, f.gate(3), nu, bias_col, scale_col)
         assert accepted and nis == pytest.approx(stats.last_nis, rel=1e-9)
         np.testing.assert_allclose(nu, stats.last_innovation, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-12 * np.abs(x0).max())
@@ -87,10 +89,10 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
     rates = qd[10:14] + 0.05
     x0, P0 = f.x.copy(), f.P.copy()
     expected = []
-    for name, h, H, y, R, col in (("gyroscope", *f._h_gyroscope(), gyro - f.imu_bias[:3], np.eye(3) * 1e-4, f.gyro_bias_col),
-                                  ("accelerometer", *f._h_accelerometer(), accel - f.imu_bias[3:], np.eye(3) * 1e-2, f.accel_bias_col),
-                                  ("wheel_rates", *f._h_wheel_rates(), rates, np.eye(4) * 0.05**2, -1)):
-        accepted, _ = reference_block(f, x0, P0, y, h, H, R, col)
+    for name, h, H, y, R, col, scale in (("gyroscope", *f._h_gyroscope(), f._corrected_gyro(gyro), np.eye(3) * 1e-4, f.gyro_bias_col, f.gyro_scale_col),
+                                         ("accelerometer", *f._h_accelerometer(), accel - f.imu_bias[3:], np.eye(3) * 1e-2, f.accel_bias_col, -1),
+                                         ("wheel_rates", *f._h_wheel_rates(), rates, np.eye(4) * 0.05**2, -1, -1)):
+        accepted, _ = reference_block(f, x0, P0, y, h, H, R, col, scale)
         expected.append(accepted)
     stats = dict(f.stats)
     try:

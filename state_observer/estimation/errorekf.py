@@ -50,10 +50,14 @@ from .kalman import DEFAULT_GATE_PROBABILITY, GateCache, SensorStatistics, josep
 
 N = models.N
 SENSORS = ("gnss_fix", "gnss_velocity", "gyroscope", "accelerometer", "wheel_rates", "wheel_angles", "suspension_travel")
+ROLL_ARM_M = 0.5  # m: the lateral (longitudinal) tire force times this scales the roll (pitch) moment errors' walk
 LINEARISED_POSITIONS = (5,)  # K columns the errorEKF-FE takes from differences of the model (yaw)
 LINEARISED_VELOCITIES = (3, 4, 5)  # C columns likewise (roll, pitch and yaw rates)
-FORCE_NAMES = ("longitudinal", "lateral", "yaw")  # force-error states: N along and across the heading at base_link, N m about z
+# force-error states: N along and across the heading at base_link, N m about z, N across the heading at the front and
+# at the rear axle (a tire's force error acts there), N m on roll and pitch (spring, bar and damper errors)
+FORCE_NAMES = ("longitudinal", "lateral", "yaw", "front_lateral", "rear_lateral", "roll", "pitch")
 PARAMETER_NAMES = ("mass", "friction", "cornering_front", "cornering_rear", "longitudinal")  # the columns of ReducedVehicle.parameters
+IMU_STATES = 7  # gyroscope biases (3), accelerometer biases (3), the gyroscope's z scale factor
 PARAMETER_STEP = {"mass": 10.0, "friction": 0.01, "cornering_front": 0.01, "cornering_rear": 0.01, "longitudinal": 0.01}  # finite differences
 PARAMETER_BOUNDS = {"mass": (0.5, 2.0), "friction": (0.1, 1.5), "cornering_front": (0.4, 2.5), "cornering_rear": (0.4, 2.5),
                     "longitudinal": (0.4, 2.5)}  # mass: times the initial mass
@@ -68,7 +72,7 @@ class ErrorEkfSettings:
 
     force_estimation: bool = True
     tire_redistribution: bool = False  # see the closing note of issue 5: with a wrong mass it moves the error into the tires
-    plant_sigma2: np.ndarray = field(default_factory=lambda: np.array([1.0, 1.0, 0.1, 0.01, 0.01, 0.01] + [1.0] * 4 + [10.0] * 4))
+    plant_sigma2: np.ndarray = field(default_factory=lambda: np.array([0.1, 0.01, 0.1, 0.01, 0.01, 0.001] + [1.0] * 4 + [100.0] * 4))
     # initial error sigmas per coordinate: positions (m, rad), velocities
     initial_position_sigma: np.ndarray = field(default_factory=lambda: np.array([1.0, 1.0, 0.01, 0.01, 0.01, 0.05] + [0.005] * 4 + [0.1] * 4))
     initial_velocity_sigma: np.ndarray = field(default_factory=lambda: np.array([0.1, 0.1, 0.02, 0.01, 0.01, 0.01] + [0.02] * 4 + [0.5] * 4))
@@ -83,16 +87,32 @@ class ErrorEkfSettings:
     # in quadrature to the sample's own sigma: a 200 Hz accelerometer with its datasheet noise alone would make every
     # model error look like information (rad/s, m/s^2)
     gyro_model_sigma: float = 0.0
-    accelerometer_model_sigma: float = 0.0
+    accelerometer_model_sigma: float = 0.1
+    accelerometer_model_relative: float = 0.0  # plus this share of the model's horizontal acceleration (m/s^2 per m/s^2)
+    wheel_rate_model_sigma: float = 0.005  # times the spin rate
     # errorEKF-FE extra states
-    forces: tuple = FORCE_NAMES
-    force_sigma: dict = field(default_factory=lambda: {"longitudinal": 500.0, "lateral": 500.0, "yaw": 500.0})  # N, N, N m
-    force_walk: dict = field(default_factory=lambda: {"longitudinal": 300.0, "lateral": 300.0, "yaw": 300.0})  # per sqrt(s)
+    forces: tuple = ("longitudinal", "lateral", "yaw", "roll", "pitch")
+    force_sigma: dict = field(default_factory=lambda: {"longitudinal": 500.0, "lateral": 500.0, "yaw": 500.0, "front_lateral": 500.0,
+                                                        "rear_lateral": 500.0, "roll": 300.0, "pitch": 300.0})  # N, N, N m, N, N, N m, N m
+    force_walk: dict = field(default_factory=lambda: {"longitudinal": 300.0, "lateral": 50.0, "yaw": 50.0, "front_lateral": 50.0,
+                                                       "rear_lateral": 50.0, "roll": 20.0, "pitch": 20.0})  # per sqrt(s)
+    # plus, for the forces, this share per sqrt(s) of the tire forces they act beside (the axle's or all four tires' lateral
+    # force, their longitudinal force, the yaw moment of the lateral forces about base_link): a tire model is good at small
+    # slip and wrong near the friction limit, so its force errors grow with its forces (an adaptive plant noise)
+    force_walk_relative: float = 0.02
+    # and this share per sqrt(s) times the square of the tires' utilisation |F| / (mu F_z) (near its limit the linearised
+    # characteristic is furthest from a real tire's, which saturates gradually)
+    force_walk_saturation: float = 0.5
+    # the force correction fades with this time constant (s; 0: kept): a correction the measurements stop asking for, one
+    # learnt for forces the car no longer has, does not stay (a first-order Gauss-Markov force error instead of a random walk)
+    force_memory_s: float = 3.0
     imu_biases: bool = True
     gyro_bias_sigma: float = 0.01  # rad/s (0.6 deg/s)
     gyro_bias_walk: float = 2e-4  # rad/s per sqrt(s)
     accel_bias_sigma: float = 0.3  # m/s^2
     accel_bias_walk: float = 2e-3  # m/s^2 per sqrt(s)
+    gyro_scale_sigma: float = 0.005  # scale-factor error of the yaw-rate axis (a 1 % error reads 0.2 deg/s at 20 deg/s)
+    gyro_scale_walk: float = 1e-5  # per sqrt(s)
     parameters: tuple = ()  # names of PARAMETER_NAMES (mass kg, the others dimensionless)
     parameter_sigma: dict = field(default_factory=lambda: {"mass": 150.0, "friction": 0.2, "cornering_front": 0.25, "cornering_rear": 0.25,
                                                             "longitudinal": 0.25})
@@ -146,14 +166,17 @@ def _map_columns(H, A, B, Gp, size):
 
 
 @njit(cache=True)
-def _error_block(x, P, y, h, H, R, A, B, Gp, gate, innovation, bias_col):
+def _error_block(x, P, y, h, H, R, A, B, Gp, gate, innovation, bias_col, scale_col):
     """:meth:`VehicleErrorEKF._apply` compiled: H mapped (:func:`_map_columns`), plus the identity on the m columns
-    from ``bias_col`` (a sensor bias state; -1: none), the innovation y - h - H x written to ``innovation``, then
-    :func:`.kalman.joseph_update` (its return value)."""
+    from ``bias_col`` (a sensor bias state; -1: none) and h[2] on ``scale_col`` (the third axis' scale-factor error;
+    -1: none), the innovation y - h - H x written to ``innovation``, then :func:`.kalman.joseph_update` (its return
+    value)."""
     Hx = _map_columns(H, A, B, Gp, x.shape[0])
     if bias_col >= 0:
         for a in range(y.shape[0]):
             Hx[a, bias_col + a] += 1.0
+    if scale_col >= 0:
+        Hx[2, scale_col] += h[2]
     for a in range(y.shape[0]):
         acc = y[a] - h[a]
         for k in range(x.shape[0]):
@@ -244,32 +267,32 @@ def _feed_back(x, q, qd, qdd, A, B, Gp, P):
 
 @njit(cache=True)
 def _imu_blocks(x, P, q, qd, qdd, S, r, gyro, accel, gyro_var, accel_var, A, B, Gp, gate, use_gyro, use_accel, nu_gyro, nu_accel, gyro_bias_col,
-                accel_bias_col):
+                accel_bias_col, gyro_scale_col):
     """:meth:`VehicleErrorEKF.update_imu` compiled: the gyroscope block, then the accelerometer block
     (:func:`_error_block`; sensor models of :mod:`state_observer.sensors.models`, mounting rotation S, lever arm r,
-    per-axis noise variances (3,) (rad/s)^2, (m/s^2)^2, the bias states' first columns or -1; ``gyro`` and ``accel``
-    with the estimated biases already removed).  Returns both codes of :func:`.kalman.joseph_update` (0 for a block
+    per-axis noise variances (3,) (rad/s)^2, (m/s^2)^2, the bias states' first columns or -1, the gyroscope's z scale
+    factor's column or -1; ``gyro`` and ``accel`` with the estimated biases and scale already removed).  Returns both codes of :func:`.kalman.joseph_update` (0 for a block
     not used)."""
     St = np.ascontiguousarray(S.T)
     nis_gyro = nis_accel = 0.0
     if use_gyro:
         h, H = models._gyroscope(q, qd, St)
-        nis_gyro = _error_block(x, P, gyro, h, H, np.diag(gyro_var), A, B, Gp, gate, nu_gyro, gyro_bias_col)
+        nis_gyro = _error_block(x, P, gyro, h, H, np.diag(gyro_var), A, B, Gp, gate, nu_gyro, gyro_bias_col, gyro_scale_col)
     if use_accel:
         h, H = models._accelerometer(q, qd, qdd, r, St, models.GRAVITY_ENU_M_S2)
-        nis_accel = _error_block(x, P, accel, h, H, np.diag(accel_var), A, B, Gp, gate, nu_accel, accel_bias_col)
+        nis_accel = _error_block(x, P, accel, h, H, np.diag(accel_var), A, B, Gp, gate, nu_accel, accel_bias_col, -1)
     return nis_gyro, nis_accel
 
 
 @njit(cache=True)
 def _wheel_rate_block(x, P, qd, rates, var, gate, innovation):
-    """:meth:`VehicleErrorEKF.update_wheel_rates` compiled for four finite rates (rad/s, variance (rad/s)^2):
+    """:meth:`VehicleErrorEKF.update_wheel_rates` compiled for four finite rates (rad/s, variances (4,) (rad/s)^2):
     h = the spin rates z_dot[10:14], H their unit columns; returns the code of :func:`.kalman.joseph_update`."""
     H = np.zeros((4, x.shape[0]))
     for i in range(4):
         H[i, N + 10 + i] = 1.0
         innovation[i] = rates[i] - qd[10 + i] - x[N + 10 + i]
-    return joseph_update(x, P, innovation, H, np.eye(4) * var, gate)
+    return joseph_update(x, P, innovation, H, np.diag(var), gate)
 
 
 class SensorBookkeeping:
@@ -369,17 +392,20 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.force_names = tuple(s.forces) if fe else ()
         self.gyro_bias_col = 2 * N + len(self.force_names) if fe and s.imu_biases else -1
         self.accel_bias_col = self.gyro_bias_col + 3 if self.gyro_bias_col >= 0 else -1
+        self.gyro_scale_col = self.gyro_bias_col + 6 if self.gyro_bias_col >= 0 else -1  # the yaw-rate axis' scale factor
         self.parameter_names = tuple(s.parameters) if fe else ()
-        self.parameter_col = 2 * N + len(self.force_names) + (6 if self.gyro_bias_col >= 0 else 0)
+        self.parameter_col = 2 * N + len(self.force_names) + (IMU_STATES if self.gyro_bias_col >= 0 else 0)
         n = self.parameter_col + len(self.parameter_names)
         self.x = np.zeros(n)
         self.P = np.zeros((n, n))
         self.imu_bias = np.zeros(6)  # estimated gyroscope (rad/s) and accelerometer (m/s^2) biases, sensor axes
+        self.gyro_scale = 0.0  # estimated scale-factor error of the gyroscope's z axis (it reads (1 + s) times the rate)
         self._parameter_index = np.array([PARAMETER_NAMES.index(p) for p in self.parameter_names], dtype=np.intp)
         self._initial_parameters = None  # the model's parameters at the first start (the mass bounds are relative to it)
         plant = np.zeros((n, n))
         plant[: 2 * N, : 2 * N] = white_acceleration_covariance(s.plant_sigma2, dt)
-        plant[2 * N :, 2 * N :] = np.diag(np.square(self._extra_values(s.force_walk, s.gyro_bias_walk, s.accel_bias_walk, s.parameter_walk)) * dt)
+        plant[2 * N :, 2 * N :] = np.diag(np.square(self._extra_values(s.force_walk, s.gyro_bias_walk, s.accel_bias_walk, s.gyro_scale_walk,
+                                                                        s.parameter_walk)) * dt)
         self.plant = plant
         if not fe:
             self.F = np.block([[np.eye(N), dt * np.eye(N)], [np.zeros((N, N)), np.eye(N)]])
@@ -392,22 +418,26 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._Gp = np.zeros((N, n - 2 * N))  # acceleration response to the extra states (-M^-1 dr/de)
         self._G = np.zeros((N, n))  # errorEKF-FE: the velocity rows of F (_fe_transition)
         self._directions = np.zeros((N, len(self.force_names)))  # generalised-force direction of each force-error state
+        self._correction_decay = math.exp(-dt / s.force_memory_s) if s.force_memory_s > 0.0 else 1.0
+        desc = getattr(vehicle, "desc", None)
+        self._axle_x_m = ((float(desc.corners[0].wheel_centre_m[0]), float(desc.corners[2].wheel_centre_m[0])) if desc is not None
+                          else (0.0, 0.0))  # front and rear axle ahead of base_link
         self._work = np.zeros((n, n))
         self._compiled_sensors = True  # the IMU update in one compiled call (the sensor models of the 14-DOF state)
         self.levels = 2  # [dz, dz_dot] lead the state (then the extra states)
 
-    def _extra_values(self, forces: dict, gyro: float, accel: float, parameters: dict) -> np.ndarray:
-        """One value per extra state, in their order (forces, biases, parameters)."""
+    def _extra_values(self, forces: dict, gyro: float, accel: float, gyro_scale: float, parameters: dict) -> np.ndarray:
+        """One value per extra state, in their order (forces, IMU biases and the gyroscope's z scale, parameters)."""
         values = [forces[f] for f in self.force_names]
         if self.gyro_bias_col >= 0:
-            values += [gyro] * 3 + [accel] * 3
+            values += [gyro] * 3 + [accel] * 3 + [gyro_scale]
         return np.array(values + [parameters[p] for p in self.parameter_names], dtype=float)
 
     def initial_sigma(self) -> np.ndarray:
         """Initial 1-sigma of every error state (the diagonal of P at a start)."""
         s = self.settings
         return np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma,
-                               self._extra_values(s.force_sigma, s.gyro_bias_sigma, s.accel_bias_sigma, s.parameter_sigma)])
+                               self._extra_values(s.force_sigma, s.gyro_bias_sigma, s.accel_bias_sigma, s.gyro_scale_sigma, s.parameter_sigma)])
 
     def parameter_values(self) -> np.ndarray:
         """The model's current values of the estimated parameters (in the order of ``settings.parameters``)."""
@@ -427,11 +457,14 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.P[:] = np.diag(np.square(self.initial_sigma()))
         self.x[:] = 0.0
         self.imu_bias[:] = 0.0
+        self.gyro_scale = 0.0
         self._steps_since_transition = 0
 
     def predict(self) -> bool:
         """Advance the model one step (inputs already set on the vehicle) and propagate P."""
         v = self.vehicle
+        if self._correction_decay < 1.0:
+            v.force_correction *= self._correction_decay
         result = v.step()
         if not result.success and self.force_names and v.force_correction.any():
             # a bad force correction (e.g. after a long sensor outage) must not stop the observer: drop it,
@@ -457,9 +490,17 @@ class VehicleErrorEKF(SensorBookkeeping):
         """The force-error directions (along and across the heading at base_link, yaw) and the plant noise of x and y
         with the intensities of ``plant_sigma2[0:2]`` along and across the heading (R diag(q_long, q_lat) R^T)."""
         c, s = math.cos(yaw), math.sin(yaw)
+        arm = {"lateral": 0.0, "front_lateral": self._axle_x_m[0], "rear_lateral": self._axle_x_m[1]}
         for k, name in enumerate(self.force_names):
             d = self._directions[:, k]
-            d[0], d[1], d[5] = (c, s, 0.0) if name == "longitudinal" else ((-s, c, 0.0) if name == "lateral" else (0.0, 0.0, 1.0))
+            if name == "longitudinal":
+                d[0], d[1], d[5] = c, s, 0.0
+            elif name in ("yaw", "roll", "pitch"):
+                d[0], d[1], d[5] = 0.0, 0.0, float(name == "yaw")
+                d[3], d[4] = float(name == "roll"), float(name == "pitch")
+            else:  # a lateral force at base_link or an axle: the force and its moment about base_link
+                d[0], d[1], d[5] = -s, c, arm[name]
+        self._force_plant()
         q_long, q_lat = self.settings.plant_sigma2[0:2]
         if q_long != q_lat:
             sigma = np.array([[c * c * q_long + s * s * q_lat, c * s * (q_long - q_lat)], [c * s * (q_long - q_lat), s * s * q_long + c * c * q_lat]])
@@ -468,6 +509,31 @@ class VehicleErrorEKF(SensorBookkeeping):
             for i in range(2):
                 for j in range(2):
                     self.plant[i * N : i * N + 2, j * N : j * N + 2] = block[i, j] * sigma
+
+    def _force_plant(self) -> None:
+        """The random walk of each force error: its base intensity plus ``force_walk_relative`` times the tire forces it acts
+        beside (settings), from the model's last tire output."""
+        s = self.settings
+        if not self.force_names or (s.force_walk_relative <= 0.0 and s.force_walk_saturation <= 0.0):
+            return
+        fx, fy, fz = self.vehicle._tire_out[0], self.vehicle._tire_out[1], self.vehicle._tire_out[2]
+        capacity = np.maximum(self.vehicle.mu * fz, 1.0)
+        utilisation = min(float(np.hypot(fx, fy).sum() / capacity.sum()), 1.5)
+        relative = s.force_walk_relative + s.force_walk_saturation * utilisation**2
+        scale = self._tire_force_scales()
+        for k, name in enumerate(self.force_names):
+            i = 2 * N + k
+            self.plant[i, i] = (s.force_walk[name] + relative * scale[k]) ** 2 * self.dt
+
+    def _tire_force_scales(self) -> np.ndarray:
+        """For each force error, the size of the tire forces it acts beside (N or N m), from the model's last tire output:
+        all four tires' longitudinal or lateral force, one axle's lateral force, the lateral forces' yaw moment about
+        base_link, and the roll (pitch) moment of the lateral (longitudinal) forces on a ROLL_ARM_M arm."""
+        fx, fy = self.vehicle._tire_out[0], self.vehicle._tire_out[1]
+        x_wheel = np.array([self._axle_x_m[0]] * 2 + [self._axle_x_m[1]] * 2)
+        scale = {"longitudinal": abs(fx.sum()), "lateral": abs(fy.sum()), "yaw": abs((x_wheel * fy).sum()), "front_lateral": abs(fy[:2].sum()),
+                 "rear_lateral": abs(fy[2:].sum()), "roll": ROLL_ARM_M * abs(fy.sum()), "pitch": ROLL_ARM_M * abs(fx.sum())}
+        return np.array([scale[name] for name in self.force_names])
 
     def _linearise(self) -> None:
         """errorEKF-FE: M, A = -M^-1 K, B = -M^-1 C, the extra states' acceleration response Gp and the velocity rows G
@@ -528,6 +594,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         stats = self.stats[name]
         y = np.asarray(y, float)
         bias_col = {"gyroscope": self.gyro_bias_col, "accelerometer": self.accel_bias_col}.get(name, -1)
+        scale_col = self.gyro_scale_col if name == "gyroscope" else -1
         axes = np.arange(len(y)) if axes is None else np.asarray(axes)
         H = np.ascontiguousarray(H, dtype=float)
         if H.shape[1] == 2 * N:  # a model without accelerations in H (the detailed filter's mapped Jacobians)
@@ -535,11 +602,14 @@ class VehicleErrorEKF(SensorBookkeeping):
         if stats.consecutive_rejections < self.settings.relock_after and (bias_col < 0 or len(axes) == 3):
             innovation = np.empty(len(y))
             nis = _error_block(self.x, self.P, y, np.asarray(h, float), H, np.ascontiguousarray(R, dtype=float),
-                               self._A, self._B, self._Gp, self.gate(len(y)), innovation, bias_col)
+                               self._A, self._B, self._Gp, self.gate(len(y)), innovation, bias_col, scale_col)
             return record_update(stats, innovation, nis)
         H = _map_columns(H, self._A, self._B, self._Gp, self.x.shape[0])
         if bias_col >= 0:
             H[np.arange(len(y)), bias_col + axes] += 1.0
+        if scale_col >= 0 and 2 in axes:
+            row = int(np.flatnonzero(axes == 2)[0])
+            H[row, scale_col] += h[row]
         return self._gated_update(name, y - h - H @ self.x, H, R)
 
     def update_gnss_fix(self, antenna_enu_m: np.ndarray, covariance_m2: np.ndarray, age_s: float = 0.0) -> bool:
@@ -567,7 +637,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         s = self.settings
         gyro, accel = np.asarray(angular_velocity_rad_s, float), np.asarray(linear_acceleration_m_s2, float)
         gyro_var = np.broadcast_to(np.square(np.asarray(gyro_sigma, float)) + s.gyro_model_sigma**2, (3,))
-        accel_var = np.broadcast_to(np.square(np.asarray(accel_sigma, float)) + s.accelerometer_model_sigma**2, (3,))
+        accel_var = np.broadcast_to(np.square(np.asarray(accel_sigma, float)) + self._accelerometer_model_sigma() ** 2, (3,))
         gyro_stats, accel_stats = self.stats["gyroscope"], self.stats["accelerometer"]
         complete = np.all(np.isfinite(gyro) & np.isfinite(gyro_var)) and np.all(np.isfinite(accel) & np.isfinite(accel_var))
         if complete and self._compiled_sensors and max(gyro_stats.consecutive_rejections, accel_stats.consecutive_rejections) < s.relock_after:
@@ -575,11 +645,17 @@ class VehicleErrorEKF(SensorBookkeeping):
             q, qd, qdd = self._state()
             nu_gyro, nu_accel = np.empty(3), np.empty(3)
             nis_gyro, nis_accel = _imu_blocks(self.x, self.P, q, qd, qdd, np.asarray(self.mounts.imu_rotation, float), np.asarray(self.mounts.imu_position_m, float),
-                                              gyro - self.imu_bias[:3], accel - self.imu_bias[3:], np.ascontiguousarray(gyro_var), np.ascontiguousarray(accel_var),
-                                              self._A, self._B, self._Gp, self.gate(3), use_gyro, use_accel, nu_gyro, nu_accel, self.gyro_bias_col,
-                                              self.accel_bias_col)
+                                              self._corrected_gyro(gyro), accel - self.imu_bias[3:], np.ascontiguousarray(gyro_var),
+                                              np.ascontiguousarray(accel_var), self._A, self._B, self._Gp, self.gate(3), use_gyro, use_accel, nu_gyro, nu_accel,
+                                              self.gyro_bias_col, self.accel_bias_col, self.gyro_scale_col)
             return (use_gyro and record_update(gyro_stats, nu_gyro, nis_gyro)), (use_accel and record_update(accel_stats, nu_accel, nis_accel))
         return self.update_gyroscope(gyro, gyro_sigma), self.update_accelerometer(accel, accel_sigma)
+
+    def _corrected_gyro(self, gyro: np.ndarray) -> np.ndarray:
+        """The gyroscope reading with the estimated biases and z scale factor removed."""
+        out = np.asarray(gyro, float) - self.imu_bias[:3]
+        out[2] /= 1.0 + self.gyro_scale
+        return out
 
     def update_gyroscope(self, angular_velocity_rad_s: np.ndarray, sigma) -> bool:
         """Angular rate in the IMU frame (rad/s), 1-sigma per axis ``sigma`` (scalar or (3,)); NaN axes are missing."""
@@ -587,10 +663,19 @@ class VehicleErrorEKF(SensorBookkeeping):
 
     def update_accelerometer(self, specific_force_m_s2: np.ndarray, sigma) -> bool:
         """Specific force in the IMU frame (m/s^2, gravity reaction included), 1-sigma per axis ``sigma``; NaN axes are missing."""
-        return self._imu_axes("accelerometer", specific_force_m_s2, sigma, self.settings.accelerometer_model_sigma, self._h_accelerometer, 3)
+        return self._imu_axes("accelerometer", specific_force_m_s2, sigma, self._accelerometer_model_sigma(), self._h_accelerometer, 3)
+
+    def _accelerometer_model_sigma(self) -> float:
+        """What the model cannot reproduce of an accelerometer sample (m/s^2): a constant part and a share of the model's
+        horizontal acceleration (its forces' errors grow with the forces)."""
+        s = self.settings
+        if s.accelerometer_model_relative <= 0.0:
+            return s.accelerometer_model_sigma
+        qdd = self.vehicle.solver.qdd
+        return s.accelerometer_model_sigma + s.accelerometer_model_relative * math.hypot(qdd[0], qdd[1])
 
     def _imu_axes(self, name: str, y, sigma, model_sigma: float, model, bias_offset: int) -> bool:
-        y = np.asarray(y, float) - self.imu_bias[bias_offset : bias_offset + 3]
+        y = self._corrected_gyro(y) if bias_offset == 0 else np.asarray(y, float) - self.imu_bias[bias_offset : bias_offset + 3]
         var = np.broadcast_to(np.square(np.asarray(sigma, float)) + model_sigma**2, (3,))
         keep = np.flatnonzero(np.isfinite(y) & np.isfinite(var) & (var > 0.0))
         if len(keep) == 0:
@@ -599,18 +684,21 @@ class VehicleErrorEKF(SensorBookkeeping):
         return self._apply(name, y[keep], h[keep], H[keep], np.diag(var[keep]), axes=keep)
 
     def update_wheel_rates(self, rates_rad_s: np.ndarray, sigma: float) -> bool:
+        """Wheel spin rates (rad/s, fl fr rl rr; NaN: missing) with the encoder's 1-sigma, plus the model's own uncertainty of
+        a spin rate, ``wheel_rate_model_sigma`` times the rate (slip and rolling radius of a tire the model does not know)."""
         rates = np.asarray(rates_rad_s, float)
         keep = np.isfinite(rates)
         if not keep.any():
             return False
+        var = sigma**2 + np.square(self.settings.wheel_rate_model_sigma * self.vehicle.solver.qd[10:14])
         stats = self.stats["wheel_rates"]
         if (self._compiled_sensors and keep.all() and "wheel_rates" in self.settings.enabled_sensors
                 and stats.consecutive_rejections < self.settings.relock_after):
             innovation = np.empty(4)
-            nis = _wheel_rate_block(self.x, self.P, self.vehicle.solver.qd, rates, sigma**2, self.gate(4), innovation)
+            nis = _wheel_rate_block(self.x, self.P, self.vehicle.solver.qd, rates, var, self.gate(4), innovation)
             return record_update(stats, innovation, nis)
         h, H = self._h_wheel_rates()
-        return self._apply("wheel_rates", rates[keep], h[keep], H[keep], np.eye(int(keep.sum())) * sigma**2)
+        return self._apply("wheel_rates", rates[keep], h[keep], H[keep], np.diag(var[keep]))
 
     # ----- sensor models of the model state: (h, H over the error state's columns) -----------------------
     def _h_gnss_position(self):
@@ -630,6 +718,38 @@ class VehicleErrorEKF(SensorBookkeeping):
 
     def _h_wheel_rates(self):
         return models.wheel_rates(self._state()[1])
+
+    # ----- outputs ------------------------------------------------------------------------------------
+    def tire_forces(self) -> np.ndarray:
+        """The four tires' forces (4, 3), N, in their tire frames: the model's, plus the lateral part of its force correction
+        (the filter's lateral force and yaw moment errors stand for the tire model's errors): to the two axles as the pair
+        of axle forces with that sum and moment about base_link, then within an axle by normal load, each wheel's share
+        resolved on its own forward and lateral axes (steered wheels turn them).  The longitudinal correction stays off the
+        tires (drag, grade and rolling resistance errors land there too; the tires' longitudinal forces follow the measured
+        wheel torques and speeds); the vertical forces are the model's."""
+        v = self.vehicle
+        out = np.column_stack([v._tire_out[0], v._tire_out[1], v._tire_out[2]])
+        fc = v.force_correction
+        if not (fc[0] or fc[1] or fc[5]):
+            return out
+        yaw = float(v.solver.q[5])
+        c, s = math.cos(yaw), math.sin(yaw)
+        across, moment = -s * fc[0] + c * fc[1], fc[5]
+        x_front, x_rear = self._axle_x_m
+        front = (moment - x_rear * across) / (x_front - x_rear) if x_front != x_rear else 0.5 * across
+        axle_force = (front, across - front)
+        fz = np.maximum(out[:, 2], 0.0)
+        if fz.sum() <= 0.0:
+            return out
+        left = np.array([-s, c, 0.0])
+        for wheel in range(4):
+            pair = slice(0, 2) if wheel < 2 else slice(2, 4)
+            share_axle = fz[wheel] / fz[pair].sum() if fz[pair].sum() > 0.0 else 0.5
+            force = (axle_force[wheel // 2] * share_axle) * left
+            ex, ey = v._geo[wheel, 0:3], v._geo[wheel, 3:6]
+            out[wheel, 0] += force @ ex
+            out[wheel, 1] += force @ ey
+        return out
 
     # ----- feedback -----------------------------------------------------------------------------------
     def _correct_state(self, dz: np.ndarray, dzd: np.ndarray) -> None:
@@ -656,6 +776,7 @@ class VehicleErrorEKF(SensorBookkeeping):
                 self._force_feedback(self._directions @ e[:k])
             if self.gyro_bias_col >= 0:
                 self.imu_bias += e[k : k + 6]
+                self.gyro_scale += e[k + 6]
             self._feed_back_parameters(e[self.parameter_col - 2 * N :])
         x[:] = 0.0
         self._check_divergence(None, finite)

@@ -732,6 +732,8 @@ class OnlineObserver:
         odometry = self.odometry()
         f = self.filter
         state = self.vehicle.truth()
+        if hasattr(f, "tire_forces"):
+            state = state._replace(tire_force_n=f.tire_forces())
         mass_sigma = friction_sigma = 0.0
         converged = False
         if hasattr(f, "parameter_sigma"):

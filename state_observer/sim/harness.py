@@ -42,8 +42,17 @@ RECORD_PERIOD_S = 0.02
 HARNESS_VERSION = 1  # part of the truth cache key: bump when the truth or its sensors change
 
 
+LEAD_IN_S = 10.0  # straight driving before a circle (a car enters a circle from a road; the first seconds tell a heading)
+
+
 def _circle(name: str, radius_m: float, speed: Callable[[float], float], v0: float, duration_s: float, friction=None, description: str = "") -> Manoeuvre:
-    return Manoeuvre(name, duration_s, v0, speed=speed, path=RoadPath.circle(radius_m), friction=friction, description=description)
+    """A circle of ``radius_m`` (left) entered after LEAD_IN_S of straight road, laps enough for the duration."""
+    straight = np.column_stack([np.arange(-v0 * LEAD_IN_S, 0.0, 0.25), np.full(int(np.ceil(v0 * LEAD_IN_S / 0.25)), -radius_m)])
+    laps = int(np.ceil(v0 * duration_s / (2.0 * math.pi * radius_m))) + 1
+    circle = RoadPath.circle(radius_m).xy
+    path = RoadPath(np.vstack([straight[: len(straight)]] + [circle] * laps))
+    return Manoeuvre(name, duration_s, v0, speed=speed, path=path, friction=friction,
+                     description=f"{LEAD_IN_S:g} s straight, then {description}")
 
 
 def _lane_change() -> Manoeuvre:
@@ -52,18 +61,18 @@ def _lane_change() -> Manoeuvre:
 
 
 MANOEUVRES: dict[str, Callable[[], Manoeuvre]] = {
-    "steady_circle": lambda: _circle("steady_circle", 50.0, lambda t: 15.0, 15.0, 40.0, description="circle of 50 m at 15 m/s (4.5 m/s^2)"),
+    "steady_circle": lambda: _circle("steady_circle", 50.0, lambda t: 15.0, 15.0, 40.0, description="a circle of 50 m at 15 m/s (4.5 m/s^2)"),
     "step_steer": lambda: dataclasses.replace(step_steer(speed_m_s=22.2, steering_wheel_rad=math.radians(45.0), t_step_s=12.0, duration_s=25.0),
                                               description="12 s straight at 22.2 m/s, step to 45 deg of steering wheel"),
     "sine_with_dwell": lambda: dataclasses.replace(sine_with_dwell(speed_m_s=22.2, amplitude_rad=math.radians(90.0), t_start_s=12.0, duration_s=22.0),
                                                    description="12 s straight at 22.2 m/s, 90 deg sine with dwell, coasting"),
     "double_lane_change": _lane_change,
-    "brake_in_turn": lambda: _circle("brake_in_turn", 50.0, lambda t: 15.0 if t < 25.0 else max(5.0, 15.0 - 3.0 * (t - 25.0)), 15.0, 35.0,
-                                     description="circle of 50 m at 15 m/s, braking at 3 m/s^2 to 5 m/s from 25 s"),
-    "friction_step": lambda: _circle("friction_step", 50.0, lambda t: 17.0, 17.0, 45.0, friction=lambda t: 0.8 if t < FRICTION_STEP_S else 0.6,
-                                     description=f"circle of 50 m at 17 m/s (5.8 m/s^2), friction 0.8 -> 0.6 at {FRICTION_STEP_S:g} s"),
+    "brake_in_turn": lambda: _circle("brake_in_turn", 50.0, lambda t: 15.0 if t < 30.0 else max(5.0, 15.0 - 3.0 * (t - 30.0)), 15.0, 40.0,
+                                     description="a circle of 50 m at 15 m/s, braking at 3 m/s^2 to 5 m/s from 30 s"),
+    "friction_step": lambda: _circle("friction_step", 50.0, lambda t: 17.0, 17.0, 50.0, friction=lambda t: 0.8 if t < FRICTION_STEP_S else 0.6,
+                                     description=f"a circle of 50 m at 17 m/s (5.8 m/s^2), friction 0.8 -> 0.6 at {FRICTION_STEP_S:g} s"),
 }
-FRICTION_STEP_S = 25.0
+FRICTION_STEP_S = 30.0
 SEEDS = (0, 1, 2)
 
 
@@ -93,7 +102,7 @@ def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch:
     mismatch = mismatch if mismatch is not None else mm.draw(seed, m.duration_s)
     key = None
     if cache_dir is not None:
-        text = Path(default_vehicle_path()).read_text() + Path(default_sensors_path()).read_text() + repr((manoeuvre, mismatch, HARNESS_VERSION))
+        text = Path(default_vehicle_path()).read_text() + Path(default_sensors_path()).read_text() + repr((manoeuvre, m.description, m.duration_s, mismatch, HARNESS_VERSION))
         key = Path(cache_dir) / f"{manoeuvre}_{seed}_{hashlib.sha256(text.encode()).hexdigest()[:16]}.pkl"
         if key.exists():
             truths, samples = pickle.loads(key.read_bytes())
