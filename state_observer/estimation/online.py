@@ -44,6 +44,7 @@ from ..sim.sensors import quaternion_to_matrix
 from ..sim.truth import TruthSample
 from ..vehicle.reduced_kernels import body_rate_into, euler_rotation_into
 from .errorekf import N, DetailedErrorEKF, VehicleErrorEKF, detailed_settings
+from .spi import CONVERGED
 
 OBSERVERS = ("spi_reduced", "errorekf_fe_reduced", "errorekf_detailed")
 STREAMS = ("imu", "gnss_fix", "gnss_velocity", "wheels", "steering")
@@ -64,8 +65,8 @@ class OnlineSettings:
     start_min_speed_m_s: float = 2.0  # GNSS course is used as heading above this speed
     start_min_distance_m: float = 15.0  # else two fixes this far apart give the heading
     initial_mass_kg: float = 0.0  # model mass; 0: the vehicle file's
-    initial_friction: float = 1.0  # model friction coefficient before it is estimated
-    parameters_after_s: float = 20.0  # spi_reduced: mass and friction estimation starts this long after the start
+    initial_friction: float = 0.0  # model friction coefficient before it is estimated; 0: the vehicle file's
+    parameters_after_s: float = 10.0  # spi_reduced: parameter estimation starts this long after the start
     use_message_covariance: bool = True  # False: always the sigmas below
     gnss_horizontal_sigma_m: float = 1.8  # used when a fix has no usable covariance
     gnss_vertical_sigma_m: float = 2.6
@@ -90,7 +91,7 @@ class OnlineSettings:
             lat, lon, alt = (float(v) for v in self.datum)
             need(abs(lat) <= 90 and abs(lon) <= 180 and math.isfinite(alt), "datum", "must be latitude, longitude (deg), height (m)")
         need(self.initial_mass_kg == 0 or 50 <= self.initial_mass_kg <= 1e5, "initial_mass_kg", "must be 0 (vehicle file) or 50-100000 kg")
-        need(0.1 <= self.initial_friction <= 1.5, "initial_friction", "must be within 0.1-1.5")
+        need(self.initial_friction == 0 or 0.1 <= self.initial_friction <= 1.5, "initial_friction", "must be 0 (vehicle file) or within 0.1-1.5")
         need(0.0 <= self.parameters_after_s <= 3600.0, "parameters_after_s", "must be within 0-3600 s")
         for name in ("gnss_horizontal_sigma_m", "gnss_vertical_sigma_m", "gnss_velocity_sigma_m_s", "gyro_sigma_rad_s",
                      "accel_sigma_m_s2", "wheel_rate_sigma_rad_s", "start_min_speed_m_s", "start_min_distance_m", "max_delay_s", "time_jump_s"):
@@ -125,6 +126,7 @@ class ObserverEstimate(NamedTuple):
     parameters_converged: bool
     estimator: str
     nis: dict  # sensor -> latest normalised innovation squared
+    parameters: dict | None = None  # spi_reduced: VehicleSPI.parameter_report() (value, sigma, status, bounds per parameter)
 
 
 class StampGaps:
@@ -206,6 +208,7 @@ class ModelInputs:
         self.steering_rate = 0.0  # finite difference of the last two samples (the detailed model's rack driver)
         self._steering_ns = None
         self.torque = np.zeros(4)
+        self.torques_known = False  # a torque was measured (else the model's zero torques are a guess)
         self._changed = True
 
     def take(self, sample) -> None:
@@ -218,6 +221,7 @@ class ModelInputs:
             torque = np.asarray(sample.torque_n_m, float)
             if np.any(np.isfinite(torque)):  # wheels without a torque keep their last one
                 self.torque = np.where(np.isfinite(torque), torque, self.torque)
+                self.torques_known = True
                 self._changed = True
 
     def apply(self, vehicle) -> None:
@@ -226,8 +230,8 @@ class ModelInputs:
             self._changed = False
 
 
-def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initial_friction: float = 1.0, linear_solver=None,
-                parameters_after_s: float = 20.0, dt_s: float = 0.004):
+def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initial_friction: float = 0.0, linear_solver=None,
+                parameters_after_s: float = 10.0, dt_s: float = 0.004):
     """The filter of configuration ``observer`` (see OBSERVERS) on its own model of vehicle ``desc``;
     ``linear_solver``: the model's Newton solve backend (:func:`state_observer.accel.make_backend`; None: LAPACK);
     ``parameters_after_s``: when SPI starts (a start from noisy GNSS fixes settles in 10-20 s; on the demo
@@ -238,10 +242,10 @@ def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initi
         if initial_mass_kg:
             extra = initial_mass_kg - DetailedVehicle(desc).total_mass_kg
             desc = dataclasses.replace(desc, chassis=dataclasses.replace(desc.chassis, mass_kg=desc.chassis.mass_kg + extra))
-        return DetailedErrorEKF(DetailedVehicle(desc, mu=initial_friction, linear_solver=linear_solver, dt_s=dt_s), mounts, detailed_settings())
+        return DetailedErrorEKF(DetailedVehicle(desc, mu=initial_friction or None, linear_solver=linear_solver, dt_s=dt_s), mounts, detailed_settings())
     from ..vehicle.reduced import ReducedVehicle
 
-    vehicle = ReducedVehicle(desc, mu=initial_friction, linear_solver=linear_solver, dt_s=dt_s)
+    vehicle = ReducedVehicle(desc, mu=initial_friction or None, linear_solver=linear_solver, dt_s=dt_s)
     if initial_mass_kg:
         vehicle.set_total_mass(initial_mass_kg)
     if observer == "spi_reduced":
@@ -641,6 +645,8 @@ class OnlineObserver:
         for pending in batch:
             self._inputs.take(pending.sample)
             self._update(pending.sample, (end - pending.stamp_ns) * 1e-9)
+        if hasattr(self.filter, "torques_known"):
+            self.filter.torques_known = self._inputs.torques_known
         self.filter.correct()
         self.t_ns = end
         self._version += 1
@@ -736,14 +742,15 @@ class OnlineObserver:
             state = state._replace(tire_force_n=f.tire_forces())
         mass_sigma = friction_sigma = 0.0
         converged = False
-        if hasattr(f, "parameter_sigma"):
-            mass_sigma, friction_sigma = (float(x) for x in f.parameter_sigma())
-            converged = (state.t_s - self._t0_s >= f.spi.start_after_s and mass_sigma < 0.03 * state.mass_kg and friction_sigma < 0.05)
+        report = f.parameter_report() if hasattr(f, "parameter_report") else None
+        if report is not None:
+            mass_sigma, friction_sigma = report["mass"]["sigma"], report["friction"]["sigma"]
+            converged = report["mass"]["status"] == CONVERGED
         nis = {name: st.last_nis for name, st in f.stats.items() if st.dof}
         return ObserverEstimate(
             stamp_ns=odometry.stamp_ns, state=state, pose_covariance=odometry.pose_covariance, twist_covariance=odometry.twist_covariance,
             tire_force_sigma_n=self._tire_force_sigma(state), mass_sigma_kg=mass_sigma, friction_sigma=friction_sigma,
-            parameters_converged=bool(converged), estimator=self.settings.observer, nis=nis)
+            parameters_converged=bool(converged), estimator=self.settings.observer, nis=nis, parameters=report)
 
     def _tire_force_sigma(self, state: TruthSample) -> np.ndarray:
         """1-sigma of the tire forces (reduced models; zeros for the detailed one).  fx, fy: the uncertainty of the filter's

@@ -1,163 +1,301 @@
-"""State-parameter-input (SPI) observer: an unscented filter over the vehicle mass and the tire-road
-friction coefficient, run beside the errorEKF-FE (Rodriguez 2020 §5.3.2.2).
+"""State-parameter-input (SPI) observer: the errorEKF-FE plus estimators of the vehicle's uncertain parameters, each
+fed only by what can tell it (Rodriguez 2020 §5.3.2.2 estimates mass and friction beside the errorEKF-FE; how each is
+observed here departs from the seeds, see below).
 
-The seeds propagate one multibody step per sigma point (2.75 times the errorEKF-FE cost).  Here the
-parameters are judged by the force balance instead, which needs one force evaluation per sigma point and
-no integration: after the errorEKF-FE correction the model state (z, z_dot, z_ddot) is the best estimate
-of the motion, and right parameters theta explain it without a force correction,
+* Mass, from the wheel-torque balance along the heading (a recursive least squares of the kind of Vahidi, Stefanopoulou
+  and Peng 2005): per window of model steps the tires' longitudinal force from the measured wheel torques,
+  F_x,i = (T_i - I_i omega_dot_i) / r_i (r_i the loaded radius), with the lateral forces' share along the heading and the aerodynamic drag,
+  y = sum_i (F_i . e_x) - F_drag, equals m a_x,cg + F_res, a_x,cg the centre of mass's acceleration along the heading and
+  F_res an unknown resistance (grade, rolling resistance), a random walk.  A Kalman filter over (m, F_res) takes it.
+  The tire model's stiffness does not enter (the seeds' force-balance residual on x and y made the mass absorb every
+  lateral tire error); the mass is observable only with longitudinal excitation and known torques, and is left alone
+  at low speed, reversing or without torque samples.
+* Friction, from the tires' utilisation u_i = |F_i| / F_z,i (published forces: the model's plus the force correction):
+  the road offers at least the largest utilisation seen (a lower bound over the last ``lower_bound_window_s``); a tire
+  whose force is below ``saturation_ratio`` of what its linear characteristic gives at the same slip is saturating,
+  and then its utilisation is an observation of mu (a scalar Kalman filter with a random walk).  The model's friction
+  follows the estimate, never below the bound.
+* Cornering stiffness per axle: in the linear range (axle utilisation 0.1-0.6) the axle's published lateral force over
+  the model's own at the same slip observes the scale of its stiffness (a Kalman filter per axle); the model takes the
+  new scale and its force correction gives back what the tires now carry (the total force is unchanged at the moment).
 
-    r(theta) = S [M(z; theta) z_ddot - Q(z, z_dot; theta)] = 0       (S: chassis x, y, yaw rows)
-
-so r is an observation of theta with value 0 and covariance ``residual_sigma^2`` (the force the filter
-would otherwise add).  The parameters are random walks.  With L = 2 parameters the unscented transform
-uses 2 L + 1 = 5 sigma points (alpha = 1, beta = 2, kappa = 0: points at +-sqrt(L) sigma, centre weight 0
-for the mean), and the update runs every ``every_steps`` model steps.  Friction is only observable while
-tires slide: in the linear range r does not depend on mu and its estimate keeps the prior.
+Every parameter has a status (:data:`NOT_OBSERVABLE`, :data:`CONVERGING`, :data:`CONVERGED`, :data:`AT_BOUND`) and its
+bounds, published with it.
 """
 from __future__ import annotations
 
+import math
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from ..vehicle import reduced_kernels as kern
 from .errorekf import N, ErrorEkfSettings, VehicleErrorEKF
 
-CHASSIS_ROWS = (0, 1)  # x, y (yaw would also see the inertia, which scales with the mass)
+NOT_OBSERVABLE, CONVERGING, CONVERGED, AT_BOUND = 0, 1, 2, 3
+STATUS_NAMES = ("not observable", "converging", "converged", "at a bound")
 
 
 @dataclass
 class SpiSettings:
-    """Tuning measured on circle_mu08: the residual's errors are slow (they follow the errorEKF-FE's
-    corrections), so it is trusted little (2000 N) and sampled every 0.1 s; starting before the
-    errorEKF-FE has settled (~10 s from a cold start) drove the mass the wrong way by 30 %."""
+    """Tuning of the parameter estimators (module docstring); SI units."""
 
-    every_steps: int = 25  # parameter update period, model steps
-    mass_sigma_kg: float = 150.0  # prior
-    mu_sigma: float = 0.2
-    mass_walk_kg_per_sqrt_s: float = 0.5
-    mu_walk_per_sqrt_s: float = 0.02
-    residual_sigma: tuple = (2000.0, 2000.0)  # N (x, y rows)
-    mu_bounds: tuple = (0.1, 1.5)
+    start_after_s: float = 10.0  # parameters are estimated this long after a start (the state settles first)
+    every_steps: int = 10  # one parameter update per this many model steps (averaged over them)
+    min_speed_m_s: float = 3.0  # below it (and reversing) nothing is estimated
+    # mass
+    mass_sigma_kg: float = 150.0  # prior 1-sigma
+    mass_walk_kg_per_sqrt_s: float = 0.2
+    resistance_sigma_n: float = 300.0
+    resistance_walk_n_per_sqrt_s: float = 30.0
+    force_balance_sigma_n: float = 150.0  # noise of one window's force balance
+    force_balance_relative: float = 0.1  # plus this share of the lateral forces' projection on the heading
+    mass_min_acceleration_m_s2: float = 0.5  # windows with less longitudinal acceleration update the resistance only
     mass_bounds: tuple = (0.5, 2.0)  # times the initial mass
-    start_after_s: float = 10.0  # let the errorEKF-FE settle first (the seeds' stabilisation period)
+    mass_converged: float = 0.03  # 1-sigma below this share of the mass: converged
+    # friction
+    mu_sigma: float = 0.3  # prior 1-sigma
+    mu_walk_per_sqrt_s: float = 0.05
+    mu_bounds: tuple = (0.1, 1.5)
+    # a saturating tire: its utilisation below this share of its linear characteristic's at the same slip (a Magic-Formula
+    # tire reaches it at 1.6 times the slip of its peak, where it still gives 96 % of the peak; a linearised one there gives mu)
+    saturation_ratio: float = 0.6
+    min_normalised_slip: float = 0.3  # a tire must slip this much (normalised, k_y tan(alpha)) to show saturation
+    min_saturated_utilisation: float = 0.15  # and carry at least this (a slip angle from a small lateral-velocity error is no proof)
+    min_saturation_speed_m_s: float = 8.0  # below it slip angles are too uncertain to judge saturation
+    utilisation_sigma: float = 0.04
+    lower_bound_window_s: float = 5.0
+    mu_converged: float = 0.05
+    # cornering stiffness scales per axle
+    cornering: bool = True
+    cornering_sigma: float = 0.25
+    cornering_walk_per_sqrt_s: float = 0.01
+    cornering_ratio_sigma: float = 0.05  # noise of one window's force ratio
+    cornering_utilisation: tuple = (0.1, 0.45)  # the axle's range of utilisation that observes its stiffness (the linear range)
+    cornering_bounds: tuple = (0.5, 2.0)
+    cornering_converged: float = 0.05
 
 
-class VehicleSPI:
-    """errorEKF-FE plus the parameter UKF (module docstring); the same per-step API as
-    :class:`VehicleErrorEKF` (``start``, ``predict``, ``update_*``, ``correct``)."""
+class VehicleSPI(VehicleErrorEKF):
+    """errorEKF-FE (:class:`VehicleErrorEKF`) plus the parameter estimators of the module docstring, run after each
+    correction.  Read the estimates from :meth:`parameter_report`."""
 
     def __init__(self, vehicle, mounts, settings: ErrorEkfSettings | None = None, spi: SpiSettings | None = None):
-        self.filter = VehicleErrorEKF(vehicle, mounts, settings)
-        self.vehicle = vehicle
+        super().__init__(vehicle, mounts, settings)
         self.spi = spi or SpiSettings()
-        self.theta = np.array([vehicle.total_mass_kg, float(np.mean(vehicle.mu))])
-        self.P_theta = np.diag([self.spi.mass_sigma_kg**2, self.spi.mu_sigma**2])
-        dt = vehicle.dt_s * self.spi.every_steps
-        self.Q_theta = np.diag([self.spi.mass_walk_kg_per_sqrt_s**2 * dt, self.spi.mu_walk_per_sqrt_s**2 * dt])
-        self.R = np.diag(np.square(self.spi.residual_sigma))
-        self._steps = 0
-        self._t0 = 0.0
-        self._mass_range = (self.spi.mass_bounds[0] * self.theta[0], self.spi.mass_bounds[1] * self.theta[0])
+        self.torques_known = False  # set by the caller when wheel torques are measured (mass needs them)
+        self._x_cg_m = float(vehicle.desc.com_m[0]) if hasattr(vehicle, "desc") else 0.0
+        self._reset_parameters()
 
-    def __getattr__(self, name):  # the errorEKF-FE's API and state (update_*, stats, P, ...)
-        return getattr(self.filter, name)
+    # ----- life cycle ---------------------------------------------------------------------------------
+    def _reset_parameters(self) -> None:
+        sp, v = self.spi, self.vehicle
+        self._initial_mass = float(v.total_mass_kg)
+        self.mass = np.array([self._initial_mass, 0.0])  # mass kg, resistance N
+        self.P_mass = np.diag([sp.mass_sigma_kg**2, sp.resistance_sigma_n**2])
+        self.mu_prior = float(np.mean(v.mu))
+        self.mu, self.P_mu = self.mu_prior, sp.mu_sigma**2
+        self.mu_lower_bound, self.mu_lower_sigma = 0.0, 0.0
+        self._utilisation = deque()  # (t, largest utilisation, its sigma)
+        self._mu_seen_s = -math.inf  # when a saturating tire was last seen
+        self.cornering = np.array(v.tire_scales[:2], dtype=float)
+        self.P_cornering = np.full(2, sp.cornering_sigma**2)
+        self._cornering_seen = np.zeros(2, dtype=bool)
+        self._mass_seen = False
+        self._window = _Window()
+        self._steps = 0
+        self._t0 = v.solver.t if v.solver is not None else 0.0
 
     def start(self, *args, **kwargs) -> None:
-        self.filter.start(*args, **kwargs)
-        self.theta = np.array([self.vehicle.total_mass_kg, float(np.mean(self.vehicle.mu))])
-        self.P_theta = np.diag([self.spi.mass_sigma_kg**2, self.spi.mu_sigma**2])
-        self._steps = 0
-        self._t0 = self.vehicle.solver.t
-        self._mass_range = (self.spi.mass_bounds[0] * self.theta[0], self.spi.mass_bounds[1] * self.theta[0])
-
-    def predict(self) -> bool:
-        return self.filter.predict()
+        super().start(*args, **kwargs)
+        self._reset_parameters()
 
     def correct(self) -> None:
-        self.filter.correct()
+        super().correct()
+        t = self.vehicle.solver.t
+        if t - self._t0 < self.spi.start_after_s or self.diverged:
+            return
+        self._accumulate()
         self._steps += 1
-        if self._steps % self.spi.every_steps == 0 and self.vehicle.solver.t - self._t0 >= self.spi.start_after_s:
+        if self._steps % self.spi.every_steps == 0:
             self._update_parameters()
 
-    def _residual(self, theta: np.ndarray, rows=CHASSIS_ROWS) -> np.ndarray:
-        """r(theta) on ``rows`` at the current model state (the model keeps its parameters)."""
-        return self.vehicle.force_residuals(np.asarray(theta, float)[None], rows)[0]
+    # ----- the estimators -----------------------------------------------------------------------------
+    def _accumulate(self) -> None:
+        """Add this step's force balance, utilisations and axle force ratios to the window."""
+        v, sp, w = self.vehicle, self.spi, self._window
+        solver = v.solver
+        q, qd, qdd = solver.q, solver.qd, solver.qdd
+        yaw = q[5]
+        c, s = math.cos(yaw), math.sin(yaw)
+        speed = c * qd[0] + s * qd[1]
+        if speed < sp.min_speed_m_s:
+            w.stopped = True
+            return
+        forces = self.tire_forces()  # (4, 3) tire frames, with the force correction
+        geo = v._geo
+        fx, fz = forces[:, 0], np.maximum(forces[:, 2], 0.0)
+        heading = np.array([c, s, 0.0])
+        # mass: the torque balance along the heading
+        if self.torques_known:
+            drive, brake = v.drive_torque_n_m, v.brake_torque_n_m
+            spin = qd[10:14]
+            torque = drive - brake * np.tanh(spin / np.maximum(v.body[kern.B_BRAKE_EPS : kern.B_BRAKE_EPS + 4], 1e-6))
+            inertia = v.body[kern.B_SPIN_I : kern.B_SPIN_I + 4]
+            fx_torque = (torque - inertia * qdd[10:14]) / np.maximum(geo[:, 13], 0.05)  # the contact force's arm is the loaded radius
+            lateral = sum(forces[i, 1] * (geo[i, 3:6] @ heading) for i in range(4))
+            along = sum(fx_torque[i] * (geo[i, 0:3] @ heading) for i in range(4)) + lateral
+            drag = v.body[kern.B_AERO_COEF] * speed * abs(speed)
+            yaw_rate = qd[5]
+            a_cg = c * qdd[0] + s * qdd[1] - yaw_rate**2 * self._x_cg_m
+            w.add_mass(a_cg, along - drag, abs(lateral), abs(float(fx_torque.sum())))
+        # friction: utilisation and saturation
+        loaded = fz > 200.0
+        if loaded.any():
+            u = np.where(loaded, np.hypot(fx, forces[:, 1]) / np.maximum(fz, 1.0), 0.0)
+            out = v._tire_out
+            # saturation is judged across the wheel (the lateral slip comes from the state; a longitudinal slip would come
+            # from wheel speeds, whose rolling radius the model knows only roughly)
+            sigma_y = v.tire_rows[:, 5] * np.abs(np.tan(np.clip(out[5], -1.4, 1.4)))  # the linear characteristic's lateral force per load
+            u_y = np.where(loaded, np.abs(forces[:, 1]) / np.maximum(fz, 1.0), 0.0)
+            saturating = (loaded & (sigma_y > sp.min_normalised_slip) & (u_y < sp.saturation_ratio * np.minimum(sigma_y, 10.0))
+                          & (u_y > sp.min_saturated_utilisation) & (speed > sp.min_saturation_speed_m_s))
+            w.add_friction(float(u.max()), float(u[saturating].mean()) if saturating.any() else math.nan)
+            # cornering stiffness: published over model lateral force per axle, in the linear range
+            model_fy = out[1]
+            for a, pair in enumerate((slice(0, 2), slice(2, 4))):
+                axle_u = abs(forces[pair, 1].sum()) / max(fz[pair].sum(), 1.0)
+                if sp.cornering_utilisation[0] < axle_u < sp.cornering_utilisation[1] and abs(model_fy[pair].sum()) > 1.0:
+                    w.add_cornering(a, forces[pair, 1].sum() / model_fy[pair].sum())
 
     def _update_parameters(self) -> None:
-        """One unscented update of theta = (mass, mu) with r(theta) = 0 (module docstring)."""
+        """One update of every estimator from the window's averages (module docstring)."""
+        sp, v, w = self.spi, self.vehicle, self._window
+        dt = sp.every_steps * v.dt_s
+        t = v.solver.t
+        # mass
+        self.P_mass += np.diag([sp.mass_walk_kg_per_sqrt_s**2, sp.resistance_walk_n_per_sqrt_s**2]) * dt
+        if w.mass_n and not w.stopped:
+            a, y, lateral, traction = w.mass_sum / w.mass_n
+            # excitation: an acceleration the wheel torques drive (not the cornering drag of a coasting car)
+            excited = abs(a) >= sp.mass_min_acceleration_m_s2 and traction >= 0.5 * self.mass[0] * abs(a) and lateral < 0.3 * traction
+            # without longitudinal excitation the window says nothing of the mass: it updates the resistance alone
+            H = np.array([a, 1.0]) if excited else np.array([0.0, 1.0])
+            y = y if excited else y - a * self.mass[0]
+            S = H @ self.P_mass @ H + (sp.force_balance_sigma_n + sp.force_balance_relative * lateral) ** 2
+            K = self.P_mass @ H / S
+            innovation = y - H @ self.mass
+            if innovation**2 / S < 25.0:
+                self.mass = self.mass + K * innovation
+                self.P_mass = self.P_mass - np.outer(K, H @ self.P_mass)
+                self._mass_seen = self._mass_seen or excited
+        lo, hi = (b * self._initial_mass for b in sp.mass_bounds)
+        self.mass[0] = min(max(self.mass[0], lo), hi)
+        if abs(self.mass[0] - v.total_mass_kg) > 0.1:
+            v.set_total_mass(self.mass[0])
+        # friction
+        self.P_mu += sp.mu_walk_per_sqrt_s**2 * dt
+        if w.u_n:
+            self._utilisation.append((t, w.u_max, 0.05))
+        while self._utilisation and self._utilisation[0][0] < t - sp.lower_bound_window_s:
+            self._utilisation.popleft()
+        if self._utilisation:
+            best = max(self._utilisation, key=lambda r: r[1])
+            self.mu_lower_bound, self.mu_lower_sigma = best[1], best[2]
+        if w.sat_n:
+            # a saturating tire: its utilisation is the friction here and now (a bound from earlier, perhaps on another
+            # surface, no longer holds)
+            z = w.sat_sum / w.sat_n
+            K = self.P_mu / (self.P_mu + sp.utilisation_sigma**2)
+            self.mu += K * (z - self.mu)
+            self.P_mu *= 1.0 - K
+            self._mu_seen_s = t
+            self._utilisation.clear()
+            self._utilisation.append((t, min(w.u_max, self.mu), 0.05))
+            self.mu_lower_bound = min(w.u_max, self.mu)
+        self.mu = min(max(self.mu, self.mu_lower_bound, sp.mu_bounds[0]), sp.mu_bounds[1])
+        v.mu = self.mu
+        # cornering stiffness
+        if sp.cornering:
+            self.P_cornering += sp.cornering_walk_per_sqrt_s**2 * dt
+            old = v.parameters
+            for a in range(2):
+                if w.corner_n[a]:
+                    z = self.cornering[a] * w.corner_sum[a] / w.corner_n[a]
+                    K = self.P_cornering[a] / (self.P_cornering[a] + sp.cornering_ratio_sigma**2)
+                    self.cornering[a] += K * (z - self.cornering[a])
+                    self.P_cornering[a] *= 1.0 - K
+                    self._cornering_seen[a] = True
+            self.cornering = np.clip(self.cornering, *sp.cornering_bounds)
+            if np.any(np.abs(self.cornering - old[2:4]) > 1e-6):
+                self._take_cornering(old)
+        self._window = _Window()
+
+    def _take_cornering(self, old: np.ndarray) -> None:
+        """The model takes the new stiffness scales; its force correction gives back what the tires now carry."""
         v = self.vehicle
-        P = self.P_theta + self.Q_theta
-        lo, hi = self.spi.mu_bounds
-        m_lo, m_hi = self._mass_range
-        bounds = np.array([[m_lo, lo], [m_hi, hi]])
-        points = _sigma_points(self.theta, P, bounds)
-        if points is None:
-            return
-        residuals = v.force_residuals(points, CHASSIS_ROWS)  # the model's parameters and records are kept
-        theta, P_new = _unscented_correction(points, residuals, self.theta, P, self.R, bounds)
-        if np.all(np.isfinite(theta)):
-            self.theta, self.P_theta = theta, P_new
-        # the errorEKF-FE's force correction compensated the old parameters: re-derive it at the new ones, along the
-        # filter's force-error directions, so that the model still reproduces the estimated accelerations (no double counting)
-        D = self.filter._directions
-        correction = np.zeros(N)
-        if D.shape[1]:
-            residual = self._residual(self.theta, range(N))
-            correction = D @ np.linalg.lstsq(D, residual, rcond=None)[0]
-        v.set_total_mass(self.theta[0])
-        v.mu = self.theta[1]
-        v.force_correction[:] = correction
+        new = old.copy()
+        new[2:4] = self.cornering
+        r = v.force_residuals(np.stack([old, new]), np.arange(N), steady_tires=True)
+        v.apply_parameters(new, carry_tire_forces=True)
+        change = np.zeros(N)
+        change[:6] = r[0, :6] - r[1, :6]  # the tires' generalised force gained on the chassis
+        v.force_correction -= change
 
+    # ----- read-out ---------------------------------------------------------------------------------
     def parameter_sigma(self) -> np.ndarray:
-        return np.sqrt(np.diag(self.P_theta))
+        """1-sigma of mass (kg) and friction."""
+        return np.array([math.sqrt(max(self.P_mass[0, 0], 0.0)), math.sqrt(max(self.P_mu, 0.0))])
+
+    def parameter_report(self) -> dict:
+        """Each parameter's value, 1-sigma, status (NOT_OBSERVABLE ...), bounds; friction also its proven lower bound."""
+        sp, v = self.spi, self.vehicle
+        mass_sigma, mu_sigma = self.parameter_sigma()
+        lo, hi = (b * self._initial_mass for b in sp.mass_bounds)
+
+        def status(seen: bool, value: float, bounds: tuple, sigma: float, converged: float) -> int:
+            if not seen:
+                return NOT_OBSERVABLE
+            if value <= bounds[0] + 1e-9 or value >= bounds[1] - 1e-9:
+                return AT_BOUND
+            return CONVERGED if sigma < converged else CONVERGING
+
+        started = v.solver is not None and v.solver.t - self._t0 >= sp.start_after_s
+        mu_seen = started and v.solver.t - self._mu_seen_s < sp.lower_bound_window_s
+        report = {
+            "mass": dict(value=float(self.mass[0]), sigma=float(mass_sigma), bounds=(lo, hi),
+                         status=status(started and self._mass_seen, self.mass[0], (lo, hi), mass_sigma, sp.mass_converged * self.mass[0])),
+            "friction": dict(value=float(self.mu), sigma=float(mu_sigma), bounds=sp.mu_bounds, lower_bound=float(self.mu_lower_bound),
+                             status=status(mu_seen, self.mu, sp.mu_bounds, mu_sigma, sp.mu_converged)),
+        }
+        for a, name in enumerate(("cornering_front", "cornering_rear")):
+            sigma = math.sqrt(self.P_cornering[a])
+            report[name] = dict(value=float(self.cornering[a]), sigma=sigma, bounds=sp.cornering_bounds,
+                                status=status(started and self._cornering_seen[a], self.cornering[a], sp.cornering_bounds, sigma, sp.cornering_converged))
+        return report
 
 
-def _sigma_points(theta: np.ndarray, P: np.ndarray, bounds: np.ndarray) -> np.ndarray | None:
-    """(2 L + 1, L): theta, then theta +- sqrt(L) S_i for each column i of the lower Cholesky factor S of
-    P, clamped to ``bounds`` (rows: lower, upper); None when P is not positive definite."""
-    try:
-        S = np.linalg.cholesky(P)
-    except np.linalg.LinAlgError:
-        return None
-    return _clamped_points(theta, S, bounds)
+class _Window:
+    """Sums over one parameter-update window."""
 
+    def __init__(self):
+        self.stopped = False
+        self.mass_sum, self.mass_n = np.zeros(4), 0
+        self.u_max, self.u_n = 0.0, 0
+        self.sat_sum, self.sat_n = 0.0, 0
+        self.corner_sum, self.corner_n = np.zeros(2), np.zeros(2, dtype=int)
 
-@njit(cache=True)
-def _clamped_points(theta, S, bounds):
-    L = theta.shape[0]
-    points = np.empty((2 * L + 1, L))
-    points[0] = theta
-    for i in range(L):
-        for k, sign in ((1 + 2 * i, 1.0), (2 + 2 * i, -1.0)):
-            points[k] = theta + sign * np.sqrt(L) * S[:, i]
-    for k in range(2 * L + 1):
-        for j in range(L):
-            points[k, j] = min(max(points[k, j], bounds[0, j]), bounds[1, j])
-    return points
+    def add_mass(self, a: float, y: float, lateral: float, traction: float) -> None:
+        self.mass_sum += (a, y, lateral, traction)
+        self.mass_n += 1
 
+    def add_friction(self, u_max: float, u_saturated: float) -> None:
+        self.u_max, self.u_n = max(self.u_max, u_max), self.u_n + 1
+        if math.isfinite(u_saturated):
+            self.sat_sum += u_saturated
+            self.sat_n += 1
 
-@njit(cache=True)
-def _unscented_correction(points, residuals, theta, P, R, bounds):
-    """theta + K (0 - r_mean) clamped to ``bounds`` and P - K P_rr K^T (symmetrised) from the sigma points
-    and their residuals (weights of alpha = 1, beta = 2, kappa = 0: centre 0 for the mean, 2 for the
-    covariance, 1/(2 L) for the others)."""
-    m, L = points.shape
-    w = np.full(m, 1.0 / (m - 1))
-    w[0] = 0.0
-    wc = w.copy()
-    wc[0] += 2.0
-    r_mean = w @ residuals
-    dr = residuals - r_mean
-    dth = points - theta
-    P_rr = R.copy()
-    P_tr = np.zeros((L, residuals.shape[1]))
-    for k in range(m):
-        P_rr += wc[k] * np.outer(dr[k], dr[k])
-        P_tr += wc[k] * np.outer(dth[k], dr[k])
-    K = np.linalg.solve(P_rr, P_tr.T).T
-    theta_new = theta - K @ r_mean
-    for j in range(L):
-        theta_new[j] = min(max(theta_new[j], bounds[0, j]), bounds[1, j])
-    P_new = P - K @ P_rr @ K.T
-    return theta_new, 0.5 * (P_new + P_new.T)
+    def add_cornering(self, axle: int, ratio: float) -> None:
+        self.corner_sum[axle] += ratio
+        self.corner_n[axle] += 1

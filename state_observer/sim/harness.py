@@ -73,6 +73,16 @@ MANOEUVRES: dict[str, Callable[[], Manoeuvre]] = {
                                      description=f"a circle of 50 m at 17 m/s (5.8 m/s^2), friction 0.8 -> 0.6 at {FRICTION_STEP_S:g} s"),
 }
 FRICTION_STEP_S = 30.0
+
+
+def _speed_changes() -> Manoeuvre:
+    """Straight road: 10 s at 15 m/s, then accelerating and braking between 10 and 25 m/s (2-3 m/s^2)."""
+    knots = np.array([[0.0, 15.0], [10.0, 15.0], [15.0, 25.0], [20.0, 25.0], [25.0, 10.0], [30.0, 10.0], [35.0, 20.0], [40.0, 20.0]])
+    return Manoeuvre("speed_changes", 40.0, 15.0, speed=lambda t: float(np.interp(t, knots[:, 0], knots[:, 1])), path=RoadPath.straight(1200.0),
+                     description="straight road, 10 s at 15 m/s, then accelerating to 25, braking to 10 and accelerating to 20 m/s (2-3 m/s^2)")
+
+
+MANOEUVRES["speed_changes"] = _speed_changes
 SEEDS = (0, 1, 2)
 
 
