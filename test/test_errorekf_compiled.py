@@ -89,9 +89,13 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
     rates = qd[10:14] + 0.05
     x0, P0 = f.x.copy(), f.P.copy()
     expected = []
-    for name, h, H, y, R, col, scale in (("gyroscope", *f._h_gyroscope(), f._corrected_gyro(gyro), np.eye(3) * 1e-4, f.gyro_bias_col, f.gyro_scale_col),
-                                         ("accelerometer", *f._h_accelerometer(), accel - f.imu_bias[3:], np.eye(3) * 1e-2, f.accel_bias_col, -1),
-                                         ("wheel_rates", *f._h_wheel_rates(), rates, np.eye(4) * 0.05**2, -1, -1)):
+    s = f.settings
+    R_gyro = np.eye(3) * (0.01**2 + s.gyro_model_sigma**2)  # the sample's sigma and what the model cannot reproduce
+    R_accel = np.eye(3) * (0.1**2 + f._accelerometer_model_sigma() ** 2)
+    R_wheels = np.diag(0.05**2 + np.square(s.wheel_rate_model_sigma * qd[10:14]))
+    for name, h, H, y, R, col, scale in (("gyroscope", *f._h_gyroscope(), f._corrected_gyro(gyro), R_gyro, f.gyro_bias_col, f.gyro_scale_col),
+                                         ("accelerometer", *f._h_accelerometer(), accel - f.imu_bias[3:], R_accel, f.accel_bias_col, -1),
+                                         ("wheel_rates", *f._h_wheel_rates(), rates, R_wheels, -1, -1)):
         accepted, _ = reference_block(f, x0, P0, y, h, H, R, col, scale)
         expected.append(accepted)
     stats = dict(f.stats)

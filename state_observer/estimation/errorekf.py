@@ -418,7 +418,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._Gp = np.zeros((N, n - 2 * N))  # acceleration response to the extra states (-M^-1 dr/de)
         self._G = np.zeros((N, n))  # errorEKF-FE: the velocity rows of F (_fe_transition)
         self._directions = np.zeros((N, len(self.force_names)))  # generalised-force direction of each force-error state
-        self._correction_decay = math.exp(-dt / s.force_memory_s) if s.force_memory_s > 0.0 else 1.0
+        self._correction_decay = math.exp(-dt / s.force_memory_s) if fe and s.force_memory_s > 0.0 else 1.0
         desc = getattr(vehicle, "desc", None)
         self._axle_x_m = ((float(desc.corners[0].wheel_centre_m[0]), float(desc.corners[2].wheel_centre_m[0])) if desc is not None
                           else (0.0, 0.0))  # front and rear axle ahead of base_link
@@ -452,7 +452,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         """Start the model at a pose and speed (straight, level); the biases are forgotten, the model parameters kept."""
         self.vehicle.start(speed_m_s=speed_m_s, yaw_rad=yaw_rad, position_m=position_m, t=t)
         self._restart_bookkeeping()
-        if self._initial_parameters is None:
+        if self._initial_parameters is None and self.parameter_names:
             self._initial_parameters = self.vehicle.parameters.copy()
         self.P[:] = np.diag(np.square(self.initial_sigma()))
         self.x[:] = 0.0
@@ -476,10 +476,15 @@ class VehicleErrorEKF(SensorBookkeeping):
             result = v.step()
         if not result.success:
             return False
-        if self._relinearise:
-            if self._steps_since_transition == 0:
+        fe = self.settings.force_estimation
+        if self._relinearise and self._steps_since_transition == 0:
+            if fe:
                 self._linearise()  # F is kept as its velocity rows G
+            else:
+                self.F = self._transition()  # a model without force estimation (the detailed filter) re-linearises its F
+        if self._relinearise:
             self._steps_since_transition = (self._steps_since_transition + 1) % self.settings.transition_every_steps
+        if fe:
             _propagate_fe(self.P, self._G, self.dt, self.plant, self._work)
         else:
             self.P[:] = self.F @ self.P @ self.F.T + self.plant
@@ -547,7 +552,8 @@ class VehicleErrorEKF(SensorBookkeeping):
         # the heading could not be told from sideslip
         dq, dqd = self.vehicle.residual_derivatives(LINEARISED_POSITIONS, LINEARISED_VELOCITIES, self.dt)
         K[:, LINEARISED_POSITIONS], C[:, LINEARISED_VELOCITIES] = dq, dqd
-        if not _fe_transition(M, K, C, self.dt, self.residual_sensitivity(), self._G, self._A, self._B, self._Gp):
+        self._K, self._C, self._Dr = K, C, self.residual_sensitivity()
+        if not _fe_transition(M, K, C, self.dt, self._Dr, self._G, self._A, self._B, self._Gp):
             raise np.linalg.LinAlgError("errorEKF-FE: singular mass or tangent matrix")
 
     def residual_sensitivity(self) -> np.ndarray:
@@ -568,7 +574,7 @@ class VehicleErrorEKF(SensorBookkeeping):
     def _transition(self) -> np.ndarray:
         """The model's error transition over one step (dense, for tests): the errorEKF-FE's F at the current state (the
         filter itself keeps only its velocity rows, :meth:`_linearise`), or the plain errorEKF's constant F."""
-        if not self._relinearise:
+        if not self.settings.force_estimation:
             return self.F
         self._linearise()
         h, m = self.dt, self.P.shape[0]
@@ -678,8 +684,8 @@ class VehicleErrorEKF(SensorBookkeeping):
         y = self._corrected_gyro(y) if bias_offset == 0 else np.asarray(y, float) - self.imu_bias[bias_offset : bias_offset + 3]
         var = np.broadcast_to(np.square(np.asarray(sigma, float)) + model_sigma**2, (3,))
         keep = np.flatnonzero(np.isfinite(y) & np.isfinite(var) & (var > 0.0))
-        if len(keep) == 0:
-            return False
+        if len(keep) == 0:  # nothing usable: counted as a rejection (a non-finite sample)
+            return name in self.settings.enabled_sensors and self.stats[name].reject()
         h, H = model()
         return self._apply(name, y[keep], h[keep], H[keep], np.diag(var[keep]), axes=keep)
 
@@ -761,7 +767,7 @@ class VehicleErrorEKF(SensorBookkeeping):
     def correct(self) -> None:
         """Feed the estimated errors back into the model (module docstring) and reset x to zero."""
         x = self.x
-        if not self._relinearise:
+        if not self.settings.force_estimation:
             self._correct_state(x[:N], x[N : 2 * N])
             x[:] = 0.0
             self._check_divergence(self.vehicle.solver.q)
