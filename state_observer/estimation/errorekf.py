@@ -90,6 +90,11 @@ class ErrorEkfSettings:
     accelerometer_model_sigma: float = 0.1
     accelerometer_model_relative: float = 0.0  # plus this share of the model's horizontal acceleration (m/s^2 per m/s^2)
     wheel_rate_model_sigma: float = 0.005  # times the spin rate
+    # what the published uncertainties add to the covariance, which knows only the modelled errors: the tire model's share of
+    # the sideslip (a share of the sideslip, and a floor, rad) and of the tire forces (a share of each force)
+    sideslip_model_relative: float = 0.25
+    sideslip_model_floor_rad: float = 0.002
+    tire_force_model_relative: float = 0.05
     # errorEKF-FE extra states
     forces: tuple = ("longitudinal", "lateral", "yaw", "roll", "pitch")
     force_sigma: dict = field(default_factory=lambda: {"longitudinal": 500.0, "lateral": 500.0, "yaw": 500.0, "front_lateral": 500.0,

@@ -726,6 +726,8 @@ class OnlineObserver:
             out = np.empty(13)
             pose, twist = np.empty((6, 6)), np.empty((6, 6))
             _reduced_odometry(v.solver.q, v.solver.qd, P, n, out, pose, twist)
+            s = f.settings  # the lateral velocity's uncertainty the covariance leaves out: the tire model's share of the sideslip
+            twist[1, 1] += (s.sideslip_model_relative * abs(out[8]) + s.sideslip_model_floor_rad * abs(out[7])) ** 2
             return Odometry(int(self.t_ns), out[:3], out[3:7], out[7:10], out[10:13], pose, twist)
         T = np.zeros((6, 6))
         T[:3, :3], T[3:, 3:] = R.T, rate_map
@@ -779,12 +781,13 @@ class OnlineObserver:
                 variance[wheels, 1] += P[col, col] * (forces[wheels, 1] / scale) ** 2
             elif name == "longitudinal":
                 variance[:, 0] += P[col, col] * (forces[:, 0] / scale) ** 2
+        variance += np.square(f.settings.tire_force_model_relative * forces[:, :2])  # what the covariance does not model
         sigma[:, :2] = np.sqrt(variance)
         x, y = np.asarray(state.contact_point_base_m)[:, 0], np.asarray(state.contact_point_base_m)[:, 1]
         s = np.arange(6, 10)  # the travels' rows
         height = (P[2, 2] + y * y * P[3, 3] + x * x * P[4, 4] + P[s, s] + 2 * y * P[2, 3] - 2 * x * P[2, 4] + 2 * P[2, s]
                   - 2 * x * y * P[3, 4] + 2 * y * P[3, s] - 2 * x * P[4, s])  # J P J^T with J = [1, y, -x, e_i] on z, roll, pitch, s
-        sigma[:, 2] = self._tire_k_z * np.sqrt(np.maximum(height, 0.0))
+        sigma[:, 2] = np.hypot(self._tire_k_z * np.sqrt(np.maximum(height, 0.0)), f.settings.tire_force_model_relative * forces[:, 2])
         return sigma
 
 

@@ -505,9 +505,31 @@ class Uncertainty(NamedTuple):
     converged: bool
     estimator: str
     nis: Mapping[str, float]  # sensor -> latest NIS
+    parameters: Mapping | None = None  # spi_reduced's parameter report (VehicleSPI.parameter_report): status, bounds, lower bound
 
 
 TRUTH_UNCERTAINTY = Uncertainty(np.zeros((6, 6)), np.zeros((6, 6)), np.zeros((4, 3)), 0.0, 0.0, True, "truth", {})
+PARAMETER_CONVERGED, PARAMETER_NOT_OBSERVABLE = 2, 0  # VehicleParameters status constants (state_observer.estimation.spi)
+
+
+def _parameter_fields(truth: TruthSample, u: Uncertainty) -> dict:
+    """The VehicleParameters fields beyond mass and friction: statuses, bounds, the friction's proven lower bound and the
+    cornering stiffness scales (the truth and estimators without a report: converged at their value, scales 1)."""
+    mass, mu = float(truth.mass_kg), float(truth.friction_coefficient)
+    r = u.parameters
+    if r is None:
+        status = PARAMETER_CONVERGED if u.estimator == "truth" else PARAMETER_NOT_OBSERVABLE
+        return dict(mass_status=status, mass_min_kg=mass, mass_max_kg=mass, friction_status=status, friction_lower_bound=0.0,
+                    friction_min=mu, friction_max=mu, cornering_stiffness_scale_front=1.0, cornering_stiffness_scale_front_sigma=0.0,
+                    cornering_stiffness_front_status=status, cornering_stiffness_scale_rear=1.0, cornering_stiffness_scale_rear_sigma=0.0,
+                    cornering_stiffness_rear_status=status)
+    front, rear = r["cornering_front"], r["cornering_rear"]
+    return dict(mass_status=int(r["mass"]["status"]), mass_min_kg=float(r["mass"]["bounds"][0]), mass_max_kg=float(r["mass"]["bounds"][1]),
+                friction_status=int(r["friction"]["status"]), friction_lower_bound=float(r["friction"]["lower_bound"]),
+                friction_min=float(r["friction"]["bounds"][0]), friction_max=float(r["friction"]["bounds"][1]),
+                cornering_stiffness_scale_front=float(front["value"]), cornering_stiffness_scale_front_sigma=float(front["sigma"]),
+                cornering_stiffness_front_status=int(front["status"]), cornering_stiffness_scale_rear=float(rear["value"]),
+                cornering_stiffness_scale_rear_sigma=float(rear["sigma"]), cornering_stiffness_rear_status=int(rear["status"]))
 
 
 def _pose_msg(store: Typestore, position, q_wxyz) -> Any:
@@ -612,7 +634,7 @@ def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = N
             header=header_base,
             mass_kg=float(truth.mass_kg), mass_sigma_kg=float(u.mass_sigma_kg),
             friction_coefficient=float(truth.friction_coefficient), friction_sigma=float(u.friction_sigma),
-            converged=bool(u.converged), estimator=str(u.estimator),
+            converged=bool(u.converged), estimator=str(u.estimator), **_parameter_fields(truth, u),
         )
         out["parameters"] = (VEHICLE_PARAMETERS, parameters)
     if "state" in kinds:

@@ -14,6 +14,7 @@ from typing import Any, Iterator, NamedTuple
 import numpy as np
 
 from ..estimation.online import STREAMS, OnlineObserver, StreamLoss, stream_losses
+from ..estimation.spi import AT_BOUND, STATUS_NAMES
 from .convert import (
     OUTPUT_MSGTYPES,
     IoError,
@@ -170,7 +171,7 @@ class ObserverPipeline:
             e = obs.estimate()
             if kinds:
                 u = Uncertainty(e.pose_covariance, e.twist_covariance, e.tire_force_sigma_n, e.mass_sigma_kg, e.friction_sigma,
-                                e.parameters_converged, e.estimator, e.nis)
+                                e.parameters_converged, e.estimator, e.nis, e.parameters)
                 msgs = truth_to_msgs(e.state, stamp_ns, self.store, self.frames, u, kinds)
                 for k in kinds:
                     yield Output(k, *msgs[k], stamp_ns)
@@ -191,15 +192,24 @@ def health(observer: OnlineObserver, now_ns: int | None = None) -> list[tuple[st
     receive times: a stream silent for ``SILENT_AFTER_S`` is WARN (every stream silent: the observer too)."""
     f = observer.filter
     values = {"started": observer.started, "resets": observer.n_resets, "model time s": f"{(observer.t_ns or 0) * 1e-9:.3f}"}
+    report = f.parameter_report() if observer.started and hasattr(f, "parameter_report") else None
     if observer.started:
         values.update({"datum": repr(observer.datum), "GNSS re-acquisitions": f.n_resets, "sensor relocks": f.n_relocks,
                        "mass kg": f"{observer.vehicle.total_mass_kg:.1f}", "friction": f"{float(np.mean(observer.vehicle.mu)):.3f}"})
+    if report is not None:
+        for name, r in report.items():
+            values[f"{name} status"] = STATUS_NAMES[r["status"]]
+        values["friction lower bound"] = f"{report['friction']['lower_bound']:.3f}"
+        values["cornering stiffness scales"] = f"{report['cornering_front']['value']:.3f} front, {report['cornering_rear']['value']:.3f} rear"
     if observer.events:
         values["last event"] = observer.events[-1]
     if not observer.started:
         level, message = "WARN", "waiting for GNSS fixes and a heading to start" if observer.settings.start_mode == "gnss" else "waiting for the first sample"
     elif getattr(f, "diverged", False):
         level, message = "ERROR", "diverged: innovations far beyond their covariance"
+    elif report is not None and any(r["status"] == AT_BOUND for r in report.values()):
+        bound = [name for name, r in report.items() if r["status"] == AT_BOUND]
+        level, message = "WARN", f"running; {', '.join(bound)} held at a bound of its estimate (the model cannot explain the data there)"
     else:
         level, message = "OK", "running"
     silent = {kind: (now_ns - last) * 1e-9 for kind, last in observer.last_received_ns.items()
