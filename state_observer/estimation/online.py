@@ -740,7 +740,7 @@ class OnlineObserver:
         odometry = self.odometry()
         f = self.filter
         state = self.vehicle.truth()
-        if hasattr(f, "tire_forces"):
+        if f.settings.force_estimation:  # the force correction's share of the tire forces (errorEKF-FE)
             state = state._replace(tire_force_n=f.tire_forces())
         mass_sigma = friction_sigma = 0.0
         converged = False
