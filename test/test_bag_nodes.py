@@ -66,8 +66,11 @@ def write_bag(path, *, storage="sqlite3", note=False):
         for k in range(8):
             t = EPOCH + k * 50 * MS
             msg = params(header=header(stamp=time(sec=t // 10**9, nanosec=t % 10**9), frame_id="base_link"),
-                         mass_kg=1600.0 + k, mass_sigma_kg=40.0, friction_coefficient=0.9,
-                         friction_sigma=0.05, converged=k > 4, estimator="spi" if k % 2 else "truth")
+                         mass_kg=1600.0 + k, mass_sigma_kg=40.0, mass_status=1, mass_min_kg=800.0, mass_max_kg=3200.0, friction_coefficient=0.9,
+                         friction_sigma=0.05, friction_status=0, friction_lower_bound=0.4, friction_min=0.1, friction_max=1.5,
+                         cornering_stiffness_scale_front=1.0, cornering_stiffness_scale_front_sigma=0.1, cornering_stiffness_front_status=1,
+                         cornering_stiffness_scale_rear=1.0, cornering_stiffness_scale_rear_sigma=0.1, cornering_stiffness_rear_status=1,
+                         converged=k > 4, estimator="spi" if k % 2 else "truth")
             writer.write("/parameters", convert.VEHICLE_PARAMETERS, msg, t + MS)
             if note:
                 writer.write("/note", NOTE, store.types[NOTE](text=f"note {k}"), t + 2 * MS)

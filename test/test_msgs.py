@@ -63,8 +63,11 @@ def vehicle_parameters():
     from state_observer.msg import VehicleParameters
 
     return stamped(VehicleParameters(
-        mass_kg=1612.5, mass_sigma_kg=42.25,
-        friction_coefficient=0.83, friction_sigma=0.07,
+        mass_kg=1612.5, mass_sigma_kg=42.25, mass_status=VehicleParameters.CONVERGING, mass_min_kg=806.25, mass_max_kg=3225.0,
+        friction_coefficient=0.83, friction_sigma=0.07, friction_status=VehicleParameters.AT_BOUND, friction_lower_bound=0.61,
+        friction_min=0.1, friction_max=1.5, cornering_stiffness_scale_front=0.93, cornering_stiffness_scale_front_sigma=0.04,
+        cornering_stiffness_front_status=VehicleParameters.CONVERGED, cornering_stiffness_scale_rear=1.07,
+        cornering_stiffness_scale_rear_sigma=0.05, cornering_stiffness_rear_status=VehicleParameters.CONVERGING,
         converged=True, estimator="spi",
     ), sec=12)
 
