@@ -263,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "through the observer node (private domain, localhost), record OUT/output_bag, process the same "
                     "bag offline into OUT/processed (report.html) and print the accuracy against the truth.")
     demo.add_argument("--out", default="results/demo", metavar="DIR", help="output directory (default: results/demo)")
-    demo.add_argument("--manoeuvre", default="steady_circle", metavar="NAME", help="manoeuvre to simulate (default: steady_circle)")
+    demo.add_argument("--manoeuvre", default="handling_drive", metavar="NAME", help="manoeuvre to simulate (default: handling_drive)")
     demo.add_argument("--duration", type=_positive_seconds, default=40.0, metavar="S", help="simulated seconds (default: 40)")
     demo.add_argument("--rate", type=_positive_seconds, default=2.0, metavar="X", help="highest playback rate (default: 2 x real time; lower when process runs slowly here)")
     demo.add_argument("--force", action="store_true", help="simulate the input bag again even if it exists")

@@ -183,7 +183,7 @@ def _write_json(path: Path, record: dict) -> None:
     path.write_text(json.dumps(record, indent=2, default=lambda v: None) + "\n")
 
 
-def run_demo(out: Path, manoeuvre: str = "steady_circle", duration_s: float = 40.0, rate: float = 2.0, force: bool = False,
+def run_demo(out: Path, manoeuvre: str = "handling_drive", duration_s: float = 40.0, rate: float = 2.0, force: bool = False,
              bench_json: Path | None = None) -> int:
     """The demo (module docstring); 0 on PASS. The last line printed says PASS or FAIL and why."""
     from state_observer.process import load_config, process_bag
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="state-observer demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="results/demo", help="output directory (default results/demo)")
-    parser.add_argument("--manoeuvre", default="steady_circle")
+    parser.add_argument("--manoeuvre", default="handling_drive")
     parser.add_argument("--duration", type=float, default=40.0, help="simulated seconds (default 40)")
     parser.add_argument("--rate", type=float, default=2.0, help="playback rate (default 2 x real time)")
     parser.add_argument("--force", action="store_true", help="simulate the input bag again")

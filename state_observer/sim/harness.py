@@ -47,10 +47,8 @@ LEAD_IN_S = 10.0  # straight driving before a circle (a car enters a circle from
 
 def _circle(name: str, radius_m: float, speed: Callable[[float], float], v0: float, duration_s: float, friction=None, description: str = "") -> Manoeuvre:
     """A circle of ``radius_m`` (left) entered after LEAD_IN_S of straight road, laps enough for the duration."""
-    straight = np.column_stack([np.arange(-v0 * LEAD_IN_S, 0.0, 0.25), np.full(int(np.ceil(v0 * LEAD_IN_S / 0.25)), -radius_m)])
     laps = int(np.ceil(v0 * duration_s / (2.0 * math.pi * radius_m))) + 1
-    circle = RoadPath.circle(radius_m).xy
-    path = RoadPath(np.vstack([straight[: len(straight)]] + [circle] * laps))
+    path = RoadPath.straight_then_circle(radius_m, v0 * LEAD_IN_S, laps)
     return Manoeuvre(name, duration_s, v0, speed=speed, path=path, friction=friction,
                      description=f"{LEAD_IN_S:g} s straight, then {description}")
 

@@ -66,6 +66,13 @@ class Path:
         return Path(np.column_stack([x, y]))
 
     @staticmethod
+    def straight_then_circle(radius_m: float, lead_m: float, laps: int, spacing_m: float = 0.25) -> "Path":
+        """A straight of ``lead_m`` heading east ending at (0, -radius), then ``laps`` laps of the left circle about the origin."""
+        n = int(np.ceil(lead_m / spacing_m))
+        straight = np.column_stack([np.linspace(-lead_m, 0.0, n, endpoint=False), np.full(n, -radius_m)])
+        return Path(np.vstack([straight] + [Path.circle(radius_m, spacing_m=spacing_m).xy] * laps))
+
+    @staticmethod
     def straight(length_m: float = 2000.0, spacing_m: float = 0.5) -> "Path":
         x = np.arange(0.0, length_m, spacing_m)
         return Path(np.column_stack([x, np.zeros_like(x)]))
@@ -171,7 +178,19 @@ def friction_change(mu_before: float = 0.8, mu_after: float = 0.6, t_change_s: f
                      description=f"circle, mu {mu_before:g} -> {mu_after:g} at {t_change_s:g} s", parameters=dict(t_change_s=t_change_s))
 
 
+def handling_drive(duration_s: float = 40.0, radius_m: float = 50.0) -> Manoeuvre:
+    """8 s straight at 12 m/s, then a left circle of ``radius_m`` driven at changing speed (12 -> 16 -> 10 -> 15 m/s,
+    1.5-2 m/s^2): cornering, driving and braking in one drive, so that every estimated parameter has something to learn."""
+    knots = np.array([[0.0, 12.0], [10.0, 12.0], [12.5, 16.0], [18.0, 16.0], [21.0, 10.0], [27.0, 10.0], [30.0, 15.0], [1e9, 15.0]])
+    laps = int(np.ceil(16.0 * duration_s / (2 * math.pi * radius_m))) + 1
+    return Manoeuvre("handling_drive", duration_s, 12.0, speed=lambda t: float(np.interp(t, knots[:, 0], knots[:, 1])),
+                     path=Path.straight_then_circle(radius_m, 12.0 * 8.0, laps),
+                     description=f"8 s straight at 12 m/s, then a circle of {radius_m:g} m at 12-16 m/s with accelerating and braking",
+                     parameters=dict(radius_m=radius_m))
+
+
 MANOEUVRES: dict[str, Callable[..., Manoeuvre]] = {
+    "handling_drive": handling_drive,
     "steady_circle": steady_circle,
     "step_steer": step_steer,
     "sine_with_dwell": sine_with_dwell,
