@@ -1,0 +1,92 @@
+"""The accuracy harness of `state-observer evaluate`: the truth differs from the vehicle file as drawn, every configuration
+(the observer through the online path, with and without GNSS, and its baselines) runs on the same samples, and the
+targets are judged on the medians."""
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from state_observer.sim import harness as h
+from state_observer.sim import mismatch as mm
+
+
+def test_mismatch_draws_stay_in_the_issue_ranges_and_are_reproducible():
+    for seed in range(20):
+        m = mm.draw(seed, 40.0)
+        assert m == mm.draw(seed, 40.0)
+        assert all(0.75 <= f <= 1.25 for f in (*m.cornering_stiffness, m.longitudinal_stiffness))
+        assert abs(m.cg_forward_m) <= 0.05 and abs(m.cg_up_m) <= 0.05
+        assert 0.85 <= m.yaw_inertia <= 1.15 and 0.9 <= m.mass <= 1.1 and 0.8 <= m.springs <= 1.2 and 0.8 <= m.dampers <= 1.2
+        assert all(math.radians(0.1) <= abs(b) <= math.radians(0.5) for b in m.gyro_bias_rad_s)
+        assert all(0.05 <= abs(b) <= 0.2 for b in m.accel_bias_m_s2)
+        assert np.linalg.norm(m.imu_mount_error_rpy_rad) == pytest.approx(math.radians(0.5))
+        assert 1.5 <= m.gnss_sigma_m <= 2.5
+        t0, t1 = m.gnss_outage_s
+        assert t1 - t0 == pytest.approx(5.0) and 40.0 / 3 <= t0 and t1 <= 2 * 40.0 / 3
+    assert len({mm.draw(seed, 40.0).cornering_stiffness for seed in range(20)}) == 20
+
+
+def test_truth_description_and_sensors_apply_the_mismatch():
+    from state_observer.paths import default_sensors_path, default_vehicle_path
+    from state_observer.sim.sensors import load_sensor_config
+    from state_observer.vehicle.description import load_vehicle
+
+    desc, config = load_vehicle(default_vehicle_path()), load_sensor_config(default_sensors_path())
+    m = mm.draw(3, 40.0)
+    truth = mm.truth_description(desc, m)
+    assert truth.total_mass_kg == pytest.approx(m.mass * desc.total_mass_kg)
+    assert truth.chassis.com_m[0] - desc.chassis.com_m[0] == pytest.approx(m.cg_forward_m)
+    ratio = truth.chassis.inertia_kg_m2[2, 2] / desc.chassis.inertia_kg_m2[2, 2]
+    assert ratio == pytest.approx(m.yaw_inertia * truth.chassis.mass_kg / desc.chassis.mass_kg)
+    for c, t in zip(desc.corners, truth.corners):
+        axle = 0 if c.axle == "front" else 1
+        assert t.tire.characteristic == "magic_formula" and c.tire.characteristic == "linearised"
+        assert t.tire.cornering_stiffness_per_rad == pytest.approx(m.cornering_stiffness[axle] * c.tire.cornering_stiffness_per_rad)
+        assert t.spring_damper.stiffness_n_per_m == pytest.approx(m.springs * c.spring_damper.stiffness_n_per_m)
+    assert np.allclose(np.asarray(truth.sensors.imu_orientation_rpy_rad) - desc.sensors.imu_orientation_rpy_rad, m.imu_mount_error_rpy_rad)
+    sensors = mm.truth_sensors(config, m)
+    assert sensors.imu.gyro_rad_s.bias == m.gyro_bias_rad_s and sensors.imu.accel_m_s2.scale_factor == m.accel_scale
+    assert sensors.gnss_fix.position_m.sigma[0] == pytest.approx(m.gnss_sigma_m)
+    assert m.gnss_outage_s in sensors.gnss_fix.dropouts.intervals_s and m.gnss_outage_s in sensors.gnss_velocity.dropouts.intervals_s
+
+
+@pytest.fixture(scope="module")
+def short_scenario(monkeypatch_module):
+    """The double lane change cut to 12 s (no outage in so short a run), evaluated with every configuration."""
+    long = h.MANOEUVRES["double_lane_change"]
+    monkeypatch_module.setitem(h.MANOEUVRES, "double_lane_change", lambda: dataclasses.replace(long(), duration_s=14.0))
+    return h.evaluate_scenario("double_lane_change", 4, progress=lambda *_: None)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def test_every_configuration_is_measured_on_the_same_samples(short_scenario):
+    r = short_scenario
+    assert set(r) == {"mismatch", "zero_sideslip", "gnss", "kinematic_ekf", "single_track", "spi_reduced", "open_loop", "spi_reduced_no_gnss"}
+    assert "Magic Formula" in r["mismatch"]["description"]
+    for config in ("spi_reduced", "spi_reduced_no_gnss", "open_loop"):
+        for key in ("position_rmse_m", "sideslip_rmse_deg", "yaw_rate_rmse_dps", "tire_force_nrmse_lat", "mass_error_pct"):
+            assert math.isfinite(r[config][key]), (config, key)
+    assert r["spi_reduced"]["position_rmse_m"] < r["gnss"]["position_rmse_m"]  # the fixes alone are worse
+    assert r["spi_reduced"]["yaw_rate_rmse_dps"] < r["open_loop"]["yaw_rate_rmse_dps"]
+    assert 0.0 <= r["spi_reduced"]["sideslip_2sigma_coverage"] <= 1.0
+    assert r["zero_sideslip"]["sideslip_rmse_deg"] == pytest.approx(r["zero_sideslip"]["truth_sideslip_rms_deg"])
+    assert {"nis_gyroscope", "nis_gnss_fix"} <= set(r["spi_reduced"])
+
+
+def test_summary_is_the_median_and_targets_compare_with_the_baselines():
+    results = {"m": {0: {"mismatch": {}, "spi_reduced": {"sideslip_rmse_deg": 0.1}, "open_loop": {"sideslip_rmse_deg": 0.3}},
+                     1: {"mismatch": {}, "spi_reduced": {"sideslip_rmse_deg": 0.2}, "open_loop": {"sideslip_rmse_deg": 0.1}},
+                     2: {"mismatch": {}, "spi_reduced": {"sideslip_rmse_deg": 0.4}, "open_loop": {"sideslip_rmse_deg": 0.2}}}}
+    summary = h.summarise(results)
+    assert summary["m"]["spi_reduced"]["sideslip_rmse_deg"] == pytest.approx(0.2)
+    verdicts = {v["goal"]: v["met"] for v in h.targets(summary)}
+    assert verdicts["sideslip RMSE <= 0.15 deg"] is False
+    assert verdicts["sideslip below open_loop (0.200 deg)"] is False
+    assert "NOT MET" in h.format_targets(h.targets(summary)) and "m" in h.format_table(summary)
