@@ -113,7 +113,7 @@ class ErrorEkfSettings:
     force_memory_s: float = 3.0
     imu_biases: bool = True
     gyro_bias_sigma: float = 0.01  # rad/s (0.6 deg/s)
-    gyro_bias_walk: float = 2e-4  # rad/s per sqrt(s)
+    gyro_bias_walk: float = 2e-5  # rad/s per sqrt(s) (a MEMS gyroscope's bias wanders by a few deg/h)
     accel_bias_sigma: float = 0.3  # m/s^2
     accel_bias_walk: float = 2e-3  # m/s^2 per sqrt(s)
     gyro_scale_sigma: float = 0.005  # scale-factor error of the yaw-rate axis (a 1 % error reads 0.2 deg/s at 20 deg/s)

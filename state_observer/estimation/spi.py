@@ -63,7 +63,7 @@ class SpiSettings:
     # a saturating tire: its utilisation below this share of its linear characteristic's at the same slip (a Magic-Formula
     # tire reaches it at 1.6 times the slip of its peak, where it still gives 96 % of the peak; a linearised one there gives mu)
     saturation_ratio: float = 0.6
-    min_normalised_slip: float = 0.3  # a tire must slip this much (normalised, k_y tan(alpha)) to show saturation
+    min_normalised_slip: float = 1.0  # a tire must slip this much (normalised, k_y tan(alpha): where the linearised one reaches mu = 1) to show saturation
     min_saturated_utilisation: float = 0.15  # and carry at least this (a slip angle from a small lateral-velocity error is no proof)
     min_saturation_speed_m_s: float = 8.0  # below it slip angles are too uncertain to judge saturation
     utilisation_sigma: float = 0.04
