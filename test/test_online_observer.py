@@ -69,7 +69,7 @@ def test_pose_start_late_samples_and_time_jump(scenario):
     from state_observer.sensors.samples import ImuSample
 
     desc, config, truths, samples = scenario
-    obs = _observer(desc, config, start_mode="pose", start_pose=(1.0, -50.0, 0.0, 15.0))
+    obs = _observer(desc, config, start_mode="pose", start_pose=(1.0, -50.0, 0.0, 15.0), start_speed_from_wheels=False)
     imus = [s for s in samples if isinstance(s, ImuSample)]
     obs.feed(imus[1])
     assert obs.started and abs(obs.vehicle.solver.q[0] - 1.0) < 1e-9 and obs.t_ns == imus[1].stamp_ns
@@ -83,3 +83,53 @@ def test_pose_start_late_samples_and_time_jump(scenario):
         obs.feed(s)
     assert obs.n_resets == 1 and obs.started and obs.t_ns <= imus[4].stamp_ns + obs.dt_ns
     assert obs.counters["imu"]["dropped: late"] == 3  # the late one and the first two of the loop
+
+
+def test_a_yaw_rate_only_imu_is_used_as_such(scenario):
+    """An IMU that measures the yaw rate and the horizontal specific force only (the other axes NaN, as msg_to_imu gives
+    for a -1 variance): the filter applies the axes it has, counts the missing ones, and tracks the yaw rate."""
+    from state_observer.sensors.samples import ImuSample
+
+    desc, config, truths, samples = scenario
+    partial = [s._replace(angular_velocity_rad_s=np.array([np.nan, np.nan, s.angular_velocity_rad_s[2]]),
+                          linear_acceleration_m_s2=np.array([*s.linear_acceleration_m_s2[:2], np.nan]),
+                          angular_velocity_sigma=np.array([np.nan, np.nan, 0.0035]))
+               if isinstance(s, ImuSample) else s for s in samples]
+    obs = _observer(desc, config, observer="errorekf_fe_reduced", start_mode="pose", start_pose=(0.0, -50.0, 0.0, 15.0))
+    rates = []
+    for s in partial:
+        if obs.feed(s) and obs.started:
+            truth = min(truths, key=lambda x: abs(x.t_s - obs.t_ns * 1e-9))
+            rates.append((obs.odometry().angular_velocity_body_rad_s[2], truth.angular_velocity_body_rad_s[2]))
+    counts = obs.counters["imu"]
+    assert counts["IMU axes missing (the others used)"] > 0.9 * counts["received"]
+    assert counts["applied"] > 0.9 * counts["received"]
+    error = np.array([a - b for a, b in rates[len(rates) // 2 :]])
+    assert np.sqrt(np.mean(error**2)) < math.radians(0.5)
+
+
+def test_imu_message_covariances_are_read_per_axis():
+    from state_observer.io.convert import _missing_axes, _sigma_from_covariance
+
+    yaw_only = np.diag([-1.0, -1.0, 1e-4]).ravel()
+    assert list(_missing_axes(yaw_only)) == [True, True, False]
+    assert np.isnan(_sigma_from_covariance(yaw_only)[:2]).all() and _sigma_from_covariance(yaw_only)[2] == pytest.approx(0.01)
+    not_provided = np.zeros(9)
+    not_provided[0] = -1.0
+    assert _missing_axes(not_provided).all()
+    assert not _missing_axes(np.zeros(9)).any() and np.isnan(_sigma_from_covariance(np.zeros(9))).all()  # unknown: configured sigma
+
+
+def test_pose_start_takes_the_speed_of_the_wheels(scenario):
+    """start_mode pose without GNSS: the configured pose, at the speed of the first wheel sample (waited for)."""
+    from state_observer.sensors.samples import WheelSample
+
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="errorekf_fe_reduced", start_mode="pose", start_pose=(0.0, -50.0, 0.0, 0.0), sensors=("imu", "wheels"))
+    for s in samples:
+        obs.feed(s)
+        if obs.started:
+            break
+    assert isinstance(s, WheelSample)
+    speed = float(np.hypot(*obs.vehicle.solver.qd[:2]))
+    assert speed == pytest.approx(float(np.mean(s.rate_rad_s)) * obs._mean_radius_m, rel=1e-9) and speed > 10.0

@@ -51,6 +51,7 @@ STREAMS = ("imu", "gnss_fix", "gnss_velocity", "wheels", "steering")
 _KIND = {ImuSample: "imu", GnssFix: "gnss_fix", GnssVelocity: "gnss_velocity", WheelSample: "wheels", SteeringSample: "steering"}
 _NS = 1_000_000_000
 _JUMP_CONFIRM = 3  # samples in a row behind by more than time_jump_s before the observer resets
+WHEEL_START_WAIT_NS = 500_000_000  # start_mode pose waits this long for a wheel speed
 
 
 @dataclass
@@ -64,6 +65,7 @@ class OnlineSettings:
     start_pose: tuple = (0.0, 0.0, 0.0, 0.0)  # x m, y m (ENU), yaw rad (from east), speed m/s (start_mode "pose")
     start_min_speed_m_s: float = 2.0  # GNSS course is used as heading above this speed
     start_min_distance_m: float = 15.0  # else two fixes this far apart give the heading
+    start_speed_from_wheels: bool = True  # start_mode pose: the speed of the first wheel sample (waited for up to 0.5 s), not start_pose's
     initial_mass_kg: float = 0.0  # model mass; 0: the vehicle file's
     initial_friction: float = 0.0  # model friction coefficient before it is estimated; 0: the vehicle file's
     parameters_after_s: float = 10.0  # spi_reduced: parameter estimation starts this long after the start
@@ -293,15 +295,17 @@ class SampleScreen:
                 count[f"dropped: frame {sample.frame_id[:64]!r} is not the vehicle's IMU frame {self.imu_frame_id!r}"] += 1
                 return None
             lim = self.limits
-            if np.all(np.isfinite(gyro)) and np.any(np.abs(gyro) > lim.gyro_rad_s):
+            if np.any(np.abs(gyro[np.isfinite(gyro)]) > lim.gyro_rad_s):
                 count[f"gyro beyond {lim.gyro_rad_s:.1f} rad/s (not used)"] += 1
                 gyro = np.full(3, np.nan)
-            if np.all(np.isfinite(accel)) and np.any(np.abs(accel) > lim.accel_m_s2):
+            if np.any(np.abs(accel[np.isfinite(accel)]) > lim.accel_m_s2):
                 count[f"accelerometer beyond {lim.accel_m_s2:.0f} m/s^2 (not used)"] += 1
                 accel = np.full(3, np.nan)
-            if not (np.all(np.isfinite(gyro)) or np.all(np.isfinite(accel))):
+            if not (np.any(np.isfinite(gyro)) or np.any(np.isfinite(accel))):
                 count["dropped: not finite or beyond full scale"] += 1
                 return None
+            if not (np.all(np.isfinite(gyro)) and np.all(np.isfinite(accel))):
+                count["IMU axes missing (the others used)"] += 1
             gyro_sigma = self._sigma(sample.angular_velocity_sigma, s.gyro_sigma_rad_s, count, "gyro")
             accel_sigma = self._sigma(sample.linear_acceleration_sigma, s.accel_sigma_m_s2, count, "accel")
             return sample._replace(angular_velocity_rad_s=gyro, linear_acceleration_m_s2=accel, angular_velocity_sigma=gyro_sigma,
@@ -360,12 +364,15 @@ class SampleScreen:
             return None
         return sample
 
-    def _sigma(self, message_sigma: float, configured: float, count: Counter, what: str) -> float:
-        if self.settings.use_message_covariance and math.isfinite(message_sigma) and message_sigma > 0.0:
-            return float(message_sigma)
+    def _sigma(self, message_sigma, configured: float, count: Counter, what: str) -> np.ndarray:
+        """Per-axis 1-sigma (3,): the message's where it gives a usable one, else the configured (counted)."""
+        message = np.broadcast_to(np.asarray(message_sigma, dtype=float), (3,))
+        usable = np.isfinite(message) & (message > 0.0)
+        if self.settings.use_message_covariance and usable.all():
+            return message.copy()
         if self.settings.use_message_covariance:
             count[f"{what} covariance replaced by the configured sigma"] += 1
-        return configured
+        return np.where(usable & self.settings.use_message_covariance, message, configured)
 
 
 class StreamLoss(NamedTuple):
@@ -408,6 +415,7 @@ class OnlineObserver:
         self.dt_ns = round(self.vehicle.dt_s * _NS)
         self._initial = (self.vehicle.total_mass_kg, float(np.mean(self.vehicle.mu)))
         self._tire_k_z = np.array([c.tire.vertical_stiffness_n_per_m for c in desc.corners])  # N/m, fl fr rl rr
+        self._mean_radius_m = float(np.mean([c.wheel.dynamic_radius_m for c in desc.corners]))
         self._limits = InputLimits.of(desc)
         self.counters: dict[str, Counter] = {k: StreamCounter() for k in STREAMS}
         self.screen = SampleScreen(s, mounts.imu_frame_id, self._limits, self.counters)
@@ -440,6 +448,7 @@ class OnlineObserver:
         self._last_fix: tuple | None = None
         self._last_velocity: tuple | None = None
         self._last_wheel_rate: tuple | None = None  # (stamp_ns, mean wheel rate rad/s) before the start
+        self._first_stamp_ns: int | None = None  # start_mode pose: the first sample's stamp (the wait for a wheel speed)
 
     def reset(self, reason: str = "requested") -> None:
         """Forget the model state, covariance, buffers and (unless configured) the datum; restart from the next
@@ -546,6 +555,14 @@ class OnlineObserver:
                 return
             # after a failed step, on from where the car was, not from the configured start
             x, y, yaw, speed = self._resume_pose or s.start_pose
+            if self._resume_pose is None and s.start_speed_from_wheels and "wheels" in s.sensors:
+                # the configured pose, at the speed the wheels show (a bag or a drive joined while moving)
+                if kind == "wheels" and np.any(np.isfinite(sample.rate_rad_s)):
+                    speed = float(np.nanmean(sample.rate_rad_s)) * self._mean_radius_m
+                elif self._first_stamp_ns is None or sample.stamp_ns - self._first_stamp_ns < WHEEL_START_WAIT_NS:
+                    self._first_stamp_ns = self._first_stamp_ns or sample.stamp_ns
+                    self.counters[kind]["dropped: before start"] += kind != "steering"
+                    return
             self._resume_pose = None
             self._start(sample.stamp_ns, (x, y), yaw, speed)
             if kind != "steering":
@@ -663,7 +680,7 @@ class OnlineObserver:
         if kind == "imu":
             gyro = np.asarray(sample.angular_velocity_rad_s, float)
             accel = np.asarray(sample.linear_acceleration_m_s2, float)
-            gyro_ok, accel_ok = bool(np.all(np.isfinite(gyro))), bool(np.all(np.isfinite(accel)))
+            gyro_ok, accel_ok = bool(np.any(np.isfinite(gyro))), bool(np.any(np.isfinite(accel)))  # the filter skips missing axes
             enabled = f.settings.enabled_sensors  # the detailed model's filter leaves the accelerometer out by design
             use_gyro, use_accel = gyro_ok and "gyroscope" in enabled, accel_ok and "accelerometer" in enabled
             if use_gyro and use_accel:

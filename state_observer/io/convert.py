@@ -218,22 +218,35 @@ def _xyz(msg: Any) -> np.ndarray:
     return np.array([msg.x, msg.y, msg.z], dtype=np.float64)
 
 
-def _diag_covariance(sigma: float) -> np.ndarray:
-    """3x3 row-major diag(sigma^2); all zeros ("unknown") for a sigma of 0 or NaN."""
-    sigma = float(sigma)
-    if not math.isfinite(sigma) or sigma == 0.0:
+def _diag_covariance(sigma) -> np.ndarray:
+    """3x3 row-major diag(sigma^2) from one sigma or one per axis; all zeros ("unknown") where no sigma is finite and
+    positive; an axis without one gets the variance -1 (that axis not measured)."""
+    sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (3,))
+    usable = np.isfinite(sigma) & (sigma > 0.0)
+    if not usable.any():
         return np.zeros(9)
-    return np.diag(np.full(3, sigma * sigma)).ravel()
+    return np.diag(np.where(usable, sigma * sigma, -1.0)).ravel()
 
 
-def _sigma_from_covariance(covariance: np.ndarray) -> float:
-    """Largest per-axis 1-sigma of a 3x3 row-major covariance; NaN if unknown/not provided, or if a variance is
-    negative or not finite (unusable: the observer then takes its configured sigma)."""
+def _sigma_from_covariance(covariance: np.ndarray) -> np.ndarray:
+    """Per-axis 1-sigma (3,) of a 3x3 row-major covariance: NaN everywhere when it is unknown (all zeros) or not provided
+    (REP-145: -1 first), and NaN on an axis whose variance is not finite or not positive (the observer then takes its
+    configured sigma there, or treats the axis as missing: :func:`msg_to_imu`)."""
     covariance = np.asarray(covariance, dtype=np.float64)
     diagonal = covariance[[0, 4, 8]]
-    if covariance[0] == -1.0 or not covariance.any() or not np.all(np.isfinite(diagonal)) or np.any(diagonal < 0.0):
-        return math.nan
-    return float(math.sqrt(diagonal.max()))
+    if not covariance.any() or _missing_axes(covariance).all():
+        return np.full(3, math.nan)
+    return np.where(np.isfinite(diagonal) & (diagonal > 0.0), np.sqrt(np.abs(diagonal)), math.nan)
+
+
+def _missing_axes(covariance: np.ndarray) -> np.ndarray:
+    """Axes a sensor says it does not measure: the whole vector when covariance[0] is -1 (REP-145), else an axis whose
+    variance is NaN or negative (a yaw-rate-only gyroscope gives -1 on x and y)."""
+    covariance = np.asarray(covariance, dtype=np.float64)
+    if covariance[0] == -1.0 and not covariance[[4, 8]].any():
+        return np.ones(3, dtype=bool)
+    diagonal = covariance[[0, 4, 8]]
+    return ~np.isfinite(diagonal) | (diagonal < 0.0)
 
 
 # --- sensor samples -> messages --------------------------------------------------------
@@ -353,15 +366,13 @@ def sample_to_msg(sample: Any, store: Typestore | None = None) -> tuple[str, Any
 # --- messages -> sensor samples --------------------------------------------------------
 
 def msg_to_imu(msg: Any, receive_ns: int) -> ImuSample:
-    """sensor_msgs/Imu -> ImuSample (NaN where a covariance says "not provided")."""
+    """sensor_msgs/Imu -> ImuSample: per-axis sigmas; NaN values on the axes a covariance says are not measured."""
     rate = _xyz(msg.angular_velocity)
     accel = _xyz(msg.linear_acceleration)
     rate_cov = np.asarray(msg.angular_velocity_covariance, dtype=np.float64)
     accel_cov = np.asarray(msg.linear_acceleration_covariance, dtype=np.float64)
-    if rate_cov[0] == -1.0:
-        rate[:] = np.nan
-    if accel_cov[0] == -1.0:
-        accel[:] = np.nan
+    rate[_missing_axes(rate_cov)] = np.nan
+    accel[_missing_axes(accel_cov)] = np.nan
     return ImuSample(
         stamp_ns=stamp_to_ns(msg.header.stamp),
         receive_ns=int(receive_ns),

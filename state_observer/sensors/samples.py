@@ -22,8 +22,8 @@ class ImuSample(NamedTuple):
     frame_id: str
     angular_velocity_rad_s: np.ndarray  # (3,) sensor frame
     linear_acceleration_m_s2: np.ndarray  # (3,) specific force incl. gravity reaction, sensor frame
-    angular_velocity_sigma: float  # 1-sigma per axis (rad/s)
-    linear_acceleration_sigma: float  # 1-sigma per axis (m/s^2)
+    angular_velocity_sigma: float | np.ndarray  # 1-sigma, one for all axes or (3,) per axis (rad/s); NaN: unknown
+    linear_acceleration_sigma: float | np.ndarray  # likewise (m/s^2); a NaN value marks an axis the IMU does not measure
 
 
 class GnssFix(NamedTuple):

@@ -174,7 +174,8 @@ class KinematicEKF:
         rate, alpha = float(self.x[VYAW]), self.yaw_acceleration_rad_s2
         ax = f[0] + alpha * ry + rate * rate * rx  # f + r x alpha - (r x w) x w, x and y
         ay = f[1] - alpha * rx + rate * rate * ry
-        var_w, var_a = m.angular_velocity_sigma**2, m.linear_acceleration_sigma**2
+        var_w = float(np.nanmax(np.broadcast_to(np.asarray(m.angular_velocity_sigma, dtype=float), (3,)))) ** 2
+        var_a = float(np.nanmax(np.broadcast_to(np.asarray(m.linear_acceleration_sigma, dtype=float), (3,)))) ** 2
         return [VYAW, AX, AY], np.array([w[2], ax, ay]), np.diag([var_w, var_a, var_a])
 
     def _wheel(self, m: WheelSample):
