@@ -65,3 +65,27 @@ def test_status_names_cover_every_status():
     from state_observer.estimation.spi import STATUS_NAMES
 
     assert len(STATUS_NAMES) == 4 and len({NOT_OBSERVABLE, CONVERGING, CONVERGED, AT_BOUND}) == 4
+
+
+def _brake_to_standstill():
+    from state_observer.sim.manoeuvres import Manoeuvre, Path
+
+    return Manoeuvre("brake_to_standstill", 45.0, 15.0, speed=lambda t: 15.0 if t < 8.0 else max(0.0, 15.0 - 3.0 * (t - 8.0)),
+                     path=Path.straight(400.0), description="8 s at 15 m/s, braking at 3 m/s^2 to a stop, 32 s standing")
+
+
+def test_standstill_leaves_the_parameters_alone(monkeypatch):
+    """Through half a minute standing still (brakes on) there is nothing the parameters could learn from: the mass keeps
+    the value the braking taught it, at no bound; friction does not move."""
+    monkeypatch.setitem(h.MANOEUVRES, "brake_to_standstill", _brake_to_standstill)
+    true_mass, t, mass, mu, report, obs = run("brake_to_standstill", 1.10)
+    t_rel = t - t[0]
+    standing = t_rel > 15.0
+    assert standing.sum() > 100
+    at_stop = mass[np.flatnonzero(standing)[0]]
+    assert np.all(np.abs(mass[standing] - at_stop) < 0.005 * at_stop), (mass[standing].min(), mass[standing].max(), at_stop)
+    assert report["mass"]["status"] in (NOT_OBSERVABLE, CONVERGING, CONVERGED)  # what the braking showed, never a bound
+    assert report["friction"]["status"] != AT_BOUND and np.all(np.abs(mu[standing] - mu[standing][0]) < 1e-9)
+    assert not obs.filter.diverged and obs.n_resets == 0
+    speed = np.linalg.norm(obs.estimate().state.velocity_enu_m_s)
+    assert speed < 0.1, speed
