@@ -338,8 +338,8 @@ def test_unknown_and_missing_covariances_read_as_nan(tmp_path):
     unknown_fix = gnss_fix(rng, EPOCH)._replace(position_covariance_enu_m2=np.full((3, 3), np.nan))
     write_samples(tmp_path / "bag", [unknown_imu, unknown_fix])
     got = {type(s): s for _, _, s in read_samples(tmp_path / "bag")}
-    assert math.isnan(got[ImuSample].angular_velocity_sigma)
-    assert math.isnan(got[ImuSample].linear_acceleration_sigma)  # all-zero covariance = unknown
+    assert np.isnan(got[ImuSample].angular_velocity_sigma).all() and got[ImuSample].angular_velocity_sigma.shape == (3,)
+    assert np.isnan(got[ImuSample].linear_acceleration_sigma).all()  # all-zero covariance = unknown
     np.testing.assert_array_equal(got[ImuSample].angular_velocity_rad_s, unknown_imu.angular_velocity_rad_s)
     assert np.isnan(got[GnssFix].position_covariance_enu_m2).all()
 

@@ -221,7 +221,8 @@ def test_bad_input_is_dropped_counted_and_survived(ros, circle_bag):
             feeder.send_msg(kind, msg)
     assert len(collector.messages["odometry"]) > n_odometry + 500  # kept publishing
     counters = observer.counters
-    assert counters["imu"]["dropped: not finite or beyond full scale"] == 2  # NaN values, and covariances -1 ("not provided")
+    assert counters["imu"]["dropped: not finite or beyond full scale"] == 1  # covariances -1 ("not provided"): nothing left
+    assert counters["imu"]["IMU axes missing (the others used)"] == 1  # NaN on x only: y and z are used
     assert any("not the vehicle's IMU frame" in key for key in counters["imu"])
     assert counters["gnss_fix"]["dropped: no fix"] == 1
     assert counters["gnss_fix"]["covariance replaced by the configured sigma"] >= 1
