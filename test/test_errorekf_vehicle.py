@@ -115,7 +115,7 @@ def test_detailed_model_errorekf_beats_its_open_loop(scenario):
     observer = ev.metrics(truths, estimates, skip_s=SKIP_S)
     assert observer["position_rmse_m"] < 0.5 and observer["position_rmse_m"] < 0.25 * open_loop["position_rmse_m"]
     assert observer["yaw_rate_rmse_dps"] < 0.5 * open_loop["yaw_rate_rmse_dps"]
-    for name in detailed_settings().enabled_sensors:
+    for name in set(detailed_settings().enabled_sensors) - {"standstill"}:  # the car never stands in this scenario
         stats = filt.stats[name]
         assert stats.accepted > 0 and stats.rejected < 0.1 * stats.accepted, (name, stats.accepted, stats.rejected)
 

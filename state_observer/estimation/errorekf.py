@@ -49,7 +49,7 @@ from ..vehicle import reduced_kernels as kern
 from .kalman import DEFAULT_GATE_PROBABILITY, GateCache, SensorStatistics, joseph_update, record_update, sequential_update, white_acceleration_covariance
 
 N = models.N
-SENSORS = ("gnss_fix", "gnss_velocity", "gyroscope", "accelerometer", "wheel_rates", "wheel_angles", "suspension_travel")
+SENSORS = ("gnss_fix", "gnss_velocity", "gyroscope", "accelerometer", "wheel_rates", "wheel_angles", "suspension_travel", "standstill")
 ROLL_ARM_M = 0.5  # m: the lateral (longitudinal) tire force times this scales the roll (pitch) moment errors' walk
 LINEARISED_POSITIONS = (5,)  # K columns the errorEKF-FE takes from differences of the model (yaw)
 LINEARISED_VELOCITIES = (3, 4, 5)  # C columns likewise (roll, pitch and yaw rates)
@@ -714,7 +714,20 @@ class VehicleErrorEKF(SensorBookkeeping):
         h, H = self._h_wheel_rates()
         return self._apply("wheel_rates", rates[keep], h[keep], H[keep], np.diag(var[keep]))
 
+    def update_standstill(self, velocity_sigma_m_s: float = 0.01, rate_sigma_rad_s: float = 0.002) -> bool:
+        """Zero-velocity update of a car standing still (the wheels say so): base_link's ENU velocity (m/s) and body
+        angular rate (rad/s) are zero with these 1-sigmas, so that neither the position nor the heading drifts while
+        the car stands, with or without GNSS, and the gyroscope's bias is learnt."""
+        h, H = self._h_standstill()
+        R = np.diag([velocity_sigma_m_s**2] * 3 + [rate_sigma_rad_s**2] * 3)
+        return self._apply("standstill", np.zeros(6), h, H, R)
+
     # ----- sensor models of the model state: (h, H over the error state's columns) -----------------------
+    def _h_standstill(self):
+        q, qd, _ = self._state()
+        (hv, Hv), (hw, Hw) = models.gnss_velocity(q, qd, np.zeros(3)), models.gyroscope(q, qd, np.eye(3))
+        return np.concatenate([hv, hw]), np.vstack([Hv, Hw])
+
     def _h_gnss_position(self):
         return models.gnss_position(self._state()[0], self.mounts.gnss_position_m, self.settings.gnss_orientation_columns)
 
@@ -930,6 +943,11 @@ class DetailedErrorEKF(VehicleErrorEKF):
         q, qd, _ = self._state()
         return self._mapped(*self.sensors.gyroscope(q, qd, self.mounts.imu_rotation))
 
+    def _h_standstill(self):
+        q, qd, _ = self._state()
+        (hv, Hvq, Hvqd), (hw, Hwq, Hwqd) = self.sensors.gnss_velocity(q, qd, np.zeros(3)), self.sensors.gyroscope(q, qd, np.eye(3))
+        return self._mapped(np.concatenate([hv, hw]), np.vstack([Hvq, Hwq]), np.vstack([Hvqd, Hwqd]))
+
     def _h_accelerometer(self):
         q, _, qdd = self._state()
         return self._mapped(*self.sensors.accelerometer(q, qdd, self.mounts.imu_position_m, self.mounts.imu_rotation))
@@ -966,7 +984,7 @@ def detailed_settings() -> ErrorEkfSettings:
     times the sensor noise: every sample failed the gate, so it is off by default."""
     return ErrorEkfSettings(
         force_estimation=False,
-        enabled_sensors=("gnss_fix", "gnss_velocity", "gyroscope", "wheel_rates"),
+        enabled_sensors=("gnss_fix", "gnss_velocity", "gyroscope", "wheel_rates", "standstill"),
         plant_sigma2=np.array([1.0, 1.0, 1e-2, 1e-3, 1e-3, 1e-3] + [1e-1] * 4 + [10.0] * 4),
         initial_position_sigma=np.array([1.0, 1.0, 0.01, 0.005, 0.005, 0.005] + [0.005] * 4 + [0.1] * 4),
         initial_velocity_sigma=np.array([0.1, 0.1, 0.02, 0.01, 0.01, 0.01] + [0.02] * 4 + [0.5] * 4),

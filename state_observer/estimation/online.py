@@ -31,7 +31,7 @@ import dataclasses
 import heapq
 import math
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -52,6 +52,9 @@ _KIND = {ImuSample: "imu", GnssFix: "gnss_fix", GnssVelocity: "gnss_velocity", W
 _NS = 1_000_000_000
 _JUMP_CONFIRM = 3  # samples in a row behind by more than time_jump_s before the observer resets
 WHEEL_START_WAIT_NS = 500_000_000  # start_mode pose waits this long for a wheel speed
+STANDSTILL_WINDOW_NS = 500_000_000  # wheel speeds averaged over this long to tell a car standing still
+STANDSTILL_MEAN_RAD_S = 0.05  # every wheel's mean rate below this (1.5 cm/s at 0.3 m)
+STANDSTILL_PEAK_RAD_S = 0.3  # and no single sample above this (six encoder sigmas of the default sensors)
 
 
 @dataclass
@@ -77,6 +80,7 @@ class OnlineSettings:
     accel_sigma_m_s2: float = 0.025
     wheel_rate_sigma_rad_s: float = 0.05
     sensors: tuple = ("imu", "gnss_fix", "gnss_velocity", "wheels")  # streams used for updates (steering is an input)
+    standstill_updates: bool = True  # zero velocity and rates while the wheels say the car stands (OnlineObserver._standing)
     max_delay_s: float = 0.3  # samples stamped further behind the model are dropped
     time_jump_s: float = 1.0  # samples this far behind or ahead of the model: the time jumped (or a long silence)
 
@@ -449,6 +453,7 @@ class OnlineObserver:
         self._last_velocity: tuple | None = None
         self._last_wheel_rate: tuple | None = None  # (stamp_ns, mean wheel rate rad/s) before the start
         self._first_stamp_ns: int | None = None  # start_mode pose: the first sample's stamp (the wait for a wheel speed)
+        self._wheel_window: deque = deque()  # (stamp_ns, rates (4,)) of the last STANDSTILL_WINDOW_NS: standstill detection
 
     def reset(self, reason: str = "requested") -> None:
         """Forget the model state, covariance, buffers and (unless configured) the datum; restart from the next
@@ -708,8 +713,26 @@ class OnlineObserver:
             accepted = f.update_gnss_velocity(v, sample.covariance_m2_s2)
             count["applied" if accepted else "rejected by the gate"] += 1
         elif kind == "wheels" and np.any(np.isfinite(sample.rate_rad_s)):
-            accepted = f.update_wheel_rates(np.asarray(sample.rate_rad_s, float), s.wheel_rate_sigma_rad_s)
+            rates = np.asarray(sample.rate_rad_s, float)
+            accepted = f.update_wheel_rates(rates, s.wheel_rate_sigma_rad_s)
             count["applied" if accepted else "rejected by the gate"] += 1
+            if s.standstill_updates and hasattr(f, "update_standstill") and self._standing(sample.stamp_ns, rates):
+                count["zero-velocity update" if f.update_standstill() else "zero-velocity update rejected"] += 1
+
+    def _standing(self, stamp_ns: int, rates: np.ndarray) -> bool:
+        """Whether the wheels say the car stands: over the last 0.5 s (:data:`STANDSTILL_WINDOW_NS`) every wheel's mean
+        rate below STANDSTILL_MEAN_RAD_S and no sample above STANDSTILL_PEAK_RAD_S (encoder noise of 0.05 rad/s averages
+        out; a car creeping at 2 cm/s does not pass)."""
+        window = self._wheel_window
+        if not (np.all(np.isfinite(rates)) and np.all(np.abs(rates) < STANDSTILL_PEAK_RAD_S)):
+            window.clear()
+            return False
+        window.append((stamp_ns, rates))
+        while stamp_ns - window[0][0] > STANDSTILL_WINDOW_NS:
+            window.popleft()
+        if stamp_ns - window[0][0] < 0.8 * STANDSTILL_WINDOW_NS:
+            return False
+        return bool(np.all(np.abs(np.mean([r for _, r in window], axis=0)) < STANDSTILL_MEAN_RAD_S))
 
     # ----- output ---------------------------------------------------------------------------------------
     def _cached(self, key: str, make):

@@ -67,6 +67,7 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("sensors.gnss_fix", True, "use GNSS fixes"),
     Parameter("sensors.gnss_velocity", True, "use GNSS velocity"),
     Parameter("sensors.wheels", True, "use wheel speeds"),
+    Parameter("sensors.standstill", True, "zero-velocity updates while the four wheel speeds say the car stands still (0.5 s mean below 0.05 rad/s)"),
     Parameter("timing.max_delay_s", 0.3, "samples stamped further behind the model time are dropped (s)", 0.001, 5.0),
     Parameter("timing.time_jump_s", 1.0, "samples stamped this far behind (a looping bag) or ahead (a clock step, a long silence) of "
               "the model are dropped; three in a row reset the observer (s)", 0.01, 3600.0),
@@ -211,6 +212,7 @@ def config_from(values: dict) -> ObserverConfig:
             gyro_sigma_rad_s=v["noise.gyro_sigma_rad_s"], accel_sigma_m_s2=v["noise.accel_sigma_m_s2"],
             wheel_rate_sigma_rad_s=v["noise.wheel_rate_sigma_rad_s"],
             sensors=tuple(k for k in ("imu", "gnss_fix", "gnss_velocity", "wheels") if v[f"sensors.{k}"]),
+            standstill_updates=v["sensors.standstill"],
             max_delay_s=v["timing.max_delay_s"], time_jump_s=v["timing.time_jump_s"])
     except ValueError as exc:
         raise ValueError(f"parameter {exc}") from None
