@@ -375,3 +375,57 @@ def test_a_bag_without_gnss_fails_naming_the_cause(processed_run, tmp_path):
     errors = [line for line in result.stderr.splitlines() if line.startswith("state-observer process:")]
     assert result.returncode == 1 and len(errors) == 1 and "never started: no GNSS fix on /gps/fix" in errors[0], result.stderr
     assert (tmp_path / "out" / "bag" / "metadata.yaml").is_file()
+
+
+@pytest.fixture(scope="module")
+def long_scenario():
+    desc, config, manoeuvre, truths, samples = simulated_scenario("circle_mu08", 20.0, seed=5)
+    samples.sort(key=lambda s: s.receive_ns)
+    return desc, config, truths, samples
+
+
+def test_gnss_a_kilometre_off_for_five_seconds_is_not_reacquired_and_is_said(long_scenario):
+    """Issue 13 items 7 and 16: five seconds of fixes 1 km east are rejected fix after fix; they agree with each other but
+    lie further than the wheels and the IMU could have drifted, so the position is not moved onto them (before: after
+    2 s, with a sigma of 0.5-0.9 m and /diagnostics OK); meanwhile the observer's status names the disagreement."""
+    from state_observer.io.pipeline import health
+    from state_observer.sensors.samples import GnssFix, GnssVelocity
+
+    desc, config, truths, samples = long_scenario
+    obs = _observer(desc, config, observer="spi_reduced")
+    east = 1000.0 / (111_320.0 * math.cos(math.radians(config.gnss_fix.datum.latitude_deg)))  # deg of longitude
+    t0 = samples[0].stamp_ns
+    warned = []
+    for s in samples:
+        t = (s.stamp_ns - t0) * 1e-9
+        bad = 8.0 <= t < 13.0
+        if bad and isinstance(s, GnssFix):
+            s = s._replace(longitude_deg=s.longitude_deg + east)
+        elif bad and isinstance(s, GnssVelocity):
+            continue
+        obs.feed(s)
+        if bad and t > 11.0 and isinstance(s, GnssFix):
+            level, message = next((lv, m) for name, lv, m, _ in health(obs) if name == "state_observer: observer")
+            warned.append(level == "WARN" and "gnss_fix" in message)
+    assert warned and all(warned), warned
+    assert obs.filter.n_resets == 0  # no re-acquisition onto the bad fixes
+    assert obs.counters["gnss_fix"]["rejected by the gate"] >= 20
+    e = obs.estimate()
+    truth = min(truths, key=lambda x: abs(x.t_s - e.stamp_ns * 1e-9))
+    assert np.hypot(*(e.state.position_enu_m[:2] - truth.position_enu_m[:2])) < 2.0
+    assert next(lv for name, lv, _, _ in health(obs) if name == "state_observer: observer") == "OK"  # good fixes again
+
+
+def test_a_position_the_fixes_agree_on_is_reacquired(long_scenario):
+    """The other side of item 7: a model that is truly off (the position moved 30 m) is put back onto the fixes after 2 s
+    of consistent rejections."""
+    desc, config, truths, samples = long_scenario
+    obs = _observer(desc, config, observer="spi_reduced")
+    i = _started(obs, samples)
+    obs.filter._shift_position(np.array([30.0, 0.0, 0.0]))
+    for s in samples[i:]:
+        obs.feed(s)
+    assert obs.filter.n_resets == 1
+    e = obs.estimate()
+    truth = min(truths, key=lambda x: abs(x.t_s - e.stamp_ns * 1e-9))
+    assert np.hypot(*(e.state.position_enu_m[:2] - truth.position_enu_m[:2])) < 2.0

@@ -78,7 +78,9 @@ class ErrorEkfSettings:
     initial_velocity_sigma: np.ndarray = field(default_factory=lambda: np.array([0.1, 0.1, 0.02, 0.01, 0.01, 0.01] + [0.02] * 4 + [0.5] * 4))
     gate_probability: float = DEFAULT_GATE_PROBABILITY
     gnss_orientation_columns: bool = False
-    reacquire_after_s: float = 2.0
+    reacquire_after_s: float = 2.0  # GNSS fixes rejected this long, and agreeing with each other, move the position to them
+    reacquire_far_m: float = 50.0  # ... unless they are further than this from the model: then only after reacquire_far_after_s
+    reacquire_far_after_s: float = 10.0
     enabled_sensors: tuple = SENSORS  # measurements the filter uses (others are ignored, not counted)
     relock_after: int = 50  # consecutive rejections of a (non-GNSS-fix) sensor before it is trusted again
     transition_every_steps: int = 5  # re-linearise the model (A, B, F) every 20 ms (every step: same accuracy on circle_mu08, 13 % slower)
@@ -108,6 +110,7 @@ class ErrorEkfSettings:
     # and this share per sqrt(s) times the square of the tires' utilisation |F| / (mu F_z) (near its limit the linearised
     # characteristic is furthest from a real tire's, which saturates gradually)
     force_walk_saturation: float = 0.5
+    force_walk_saturation_power: float = 2.0
     # the force correction fades with this time constant (s; 0: kept): a correction the measurements stop asking for, one
     # learnt for forces the car no longer has, does not stay (a first-order Gauss-Markov force error instead of a random walk)
     force_memory_s: float = 3.0
@@ -347,16 +350,33 @@ class SensorBookkeeping:
         if accepted or not np.all(np.isfinite(antenna_enu_m)):
             self._rejected_since = None
             return accepted
+        s = self.settings
+        offset = np.asarray(antenna_enu_m, float) - predicted()
         if self._rejected_since is None:
-            self._rejected_since = self.t
-        elif self.t - self._rejected_since >= self.settings.reacquire_after_s:
-            self._shift_position(np.asarray(antenna_enu_m, float) - predicted())
-            self.P[:3, :] = 0.0
-            self.P[:, :3] = 0.0
-            self.P[:3, :3] = np.asarray(covariance_m2, float) + np.eye(3) * 1e-3
-            self._rejected_since = None
-            self.n_resets += 1
+            self._rejected_since, self._rejected_offsets = self.t, []
+        self._rejected_offsets.append((self.t, offset))
+        while self.t - self._rejected_offsets[0][0] > s.reacquire_after_s:  # the agreement is judged over the last window
+            self._rejected_offsets.pop(0)
+        waited = self.t - self._rejected_since
+        if waited < s.reacquire_after_s or not self._fixes_agree(covariance_m2):
+            return False
+        mean = np.mean([o for _, o in self._rejected_offsets], axis=0)
+        if np.hypot(mean[0], mean[1]) > s.reacquire_far_m and waited < s.reacquire_far_after_s:
+            return False  # a jump the wheels and the IMU could not have missed: a receiver's error until it persists
+        self._shift_position(mean)
+        self.P[:3, :] = 0.0
+        self.P[:, :3] = 0.0
+        self.P[:3, :3] = np.asarray(covariance_m2, float) + np.eye(3) * 1e-3
+        self._rejected_since = None
+        self.n_resets += 1
         return False
+
+    def _fixes_agree(self, covariance_m2: np.ndarray) -> bool:
+        """Whether the fixes rejected over the last ``reacquire_after_s`` tell one position (their offsets from the model
+        within 4 sigma + 1 m of their mean, horizontally): scattered fixes (multipath) are no ground to move the car."""
+        offsets = np.array([o[:2] for _, o in self._rejected_offsets])
+        sigma = math.sqrt(max(float(np.max(np.linalg.eigvalsh(np.asarray(covariance_m2, float)[:2, :2]))), 0.0))
+        return len(offsets) >= 3 and float(np.max(np.linalg.norm(offsets - offsets.mean(axis=0), axis=1))) <= 4.0 * sigma + 1.0
 
     def _gated_update(self, name: str, innovation: np.ndarray, H: np.ndarray, R: np.ndarray) -> bool:
         """One gated block on (x, P).  A sensor rejected ``relock_after`` times in a row while its samples are
@@ -532,7 +552,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         fx, fy, fz = self.vehicle._tire_out[0], self.vehicle._tire_out[1], self.vehicle._tire_out[2]
         capacity = np.maximum(self.vehicle.mu * fz, 1.0)
         utilisation = min(float(np.hypot(fx, fy).sum() / capacity.sum()), 1.5)
-        relative = s.force_walk_relative + s.force_walk_saturation * utilisation**2
+        relative = s.force_walk_relative + s.force_walk_saturation * utilisation**s.force_walk_saturation_power
         scale = self._tire_force_scales()
         for k, name in enumerate(self.force_names):
             i = 2 * N + k

@@ -184,6 +184,20 @@ class ObserverPipeline:
 
 
 SILENT_AFTER_S = 2.0  # a stream that had messages and then none for this long is reported (GNSS: 20 periods at 10 Hz)
+DISAGREE_NIS_FACTOR = 5.0  # a sensor whose recent mean NIS exceeds this times its dimension makes the status WARN
+
+
+def _disagreeing_sensors(f) -> list[str]:
+    """Sensors whose recent innovations the estimate cannot explain: rejected by the gate many times in a row (10 GNSS
+    messages, 2 s at 5 Hz; 25 of the others) or accepted with a recent mean NIS above DISAGREE_NIS_FACTOR times their
+    dimension (a consistent filter averages 1 times)."""
+    out = []
+    for name, st in getattr(f, "stats", {}).items():
+        if st.consecutive_rejections >= (10 if name.startswith("gnss") else 25):
+            out.append(f"{name} ({st.consecutive_rejections} rejected in a row)")
+        elif st.accepted > 50 and st.dof and st.nis_mean_recent > DISAGREE_NIS_FACTOR * st.dof:
+            out.append(f"{name} (recent mean NIS {st.nis_mean_recent:.0f} for {st.dof} dof)")
+    return out
 
 
 def health(observer: OnlineObserver, now_ns: int | None = None) -> list[tuple[str, str, str, dict]]:
@@ -207,6 +221,8 @@ def health(observer: OnlineObserver, now_ns: int | None = None) -> list[tuple[st
         level, message = "WARN", "waiting for GNSS fixes and a heading to start" if observer.settings.start_mode == "gnss" else "waiting for the first sample"
     elif getattr(f, "diverged", False):
         level, message = "ERROR", "diverged: innovations far beyond their covariance"
+    elif disagreeing := _disagreeing_sensors(f):
+        level, message = "WARN", f"running; the estimate disagrees with {', '.join(disagreeing)}"
     elif report is not None and any(r["status"] == AT_BOUND for r in report.values()):
         bound = [name for name, r in report.items() if r["status"] == AT_BOUND]
         level, message = "WARN", f"running; {', '.join(bound)} held at a bound of its estimate (the model cannot explain the data there)"
