@@ -302,6 +302,9 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
                 writer.write(OUTPUT_TOPICS["diagnostics"], out.msgtype, out.msg, log_ns)
             if progress is not None and n_in % 2000 == 0:
                 progress((log_ns - first_ns) * 1e-9, duration_s)
+        if n_in:
+            for out in pipeline.flush():  # what timing.reorder_window_s still held
+                writer.write_raw(OUTPUT_TOPICS[out.kind], out.msgtype, out.cdr(pipeline.store), log_ns)
         counts = writer.counts
     wall_s = time.perf_counter() - start
     estimate = _columns(rows, ESTIMATE_COLUMNS)

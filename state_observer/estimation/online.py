@@ -83,6 +83,8 @@ class OnlineSettings:
     standstill_updates: bool = True  # zero velocity and rates while the wheels say the car stands (OnlineObserver._standing)
     max_delay_s: float = 0.3  # samples stamped further behind the model are dropped
     time_jump_s: float = 1.0  # samples this far behind or ahead of the model: the time jumped (or a long silence)
+    reorder_window_s: float = 0.0  # the model stays this far behind the newest stamp, so samples of streams delivered late (a deep
+    # QoS queue, a bag written out of order) are still applied in stamp order; it delays every output by as much
 
     def __post_init__(self):
         def need(ok: bool, name: str, what: str):
@@ -103,6 +105,7 @@ class OnlineSettings:
                      "accel_sigma_m_s2", "wheel_rate_sigma_rad_s", "start_min_speed_m_s", "start_min_distance_m", "max_delay_s", "time_jump_s"):
             value = getattr(self, name)
             need(isinstance(value, (int, float)) and 0 < value < math.inf, name, "must be a positive number")
+        need(0.0 <= self.reorder_window_s < min(self.time_jump_s, 5.0), "reorder_window_s", "must be within 0 s and time_jump_s (and below 5 s)")
         unknown = set(self.sensors) - set(STREAMS)
         need(not unknown, "sensors", f"unknown streams {sorted(unknown)}; known: {', '.join(STREAMS)}")
 
@@ -417,6 +420,7 @@ class OnlineObserver:
         self.filter = filt if filt is not None else make_filter(desc, mounts, s.observer, s.initial_mass_kg, s.initial_friction, linear_solver, s.parameters_after_s, s.dt_s)
         self.vehicle = self.filter.vehicle
         self.dt_ns = round(self.vehicle.dt_s * _NS)
+        self._window_ns = round(self.settings.reorder_window_s * _NS)
         self._initial = (self.vehicle.total_mass_kg, float(np.mean(self.vehicle.mu)))
         self._tire_k_z = np.array([c.tire.vertical_stiffness_n_per_m for c in desc.corners])  # N/m, fl fr rl rr
         self._mean_radius_m = float(np.mean([c.wheel.dynamic_radius_m for c in desc.corners]))
@@ -536,7 +540,7 @@ class OnlineObserver:
             self._before_start(kind, sample)
             if not self.started:
                 return []
-            return self._advance(stamp)
+            return self._advance(stamp - self._window_ns)
         pending = self._pending(sample)
         if stamp <= self.t_ns:
             if self.t_ns - stamp > self.settings.max_delay_s * _NS:
@@ -545,7 +549,13 @@ class OnlineObserver:
             self._late.append(pending)
             return []
         heapq.heappush(self._queue, pending)
-        return self._advance(stamp)
+        return self._advance(stamp - self._window_ns)
+
+    def flush(self) -> list[int]:
+        """At the end of the data: step through the samples still held by ``reorder_window_s``; the steps' end stamps."""
+        if not (self.started and self._queue):
+            return []
+        return self._advance(max(p.stamp_ns for p in self._queue))
 
     # ----- start ----------------------------------------------------------------------------------------
     def _before_start(self, kind: str, sample) -> None:

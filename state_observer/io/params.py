@@ -71,6 +71,8 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("timing.max_delay_s", 0.3, "samples stamped further behind the model time are dropped (s)", 0.001, 5.0),
     Parameter("timing.time_jump_s", 1.0, "samples stamped this far behind (a looping bag) or ahead (a clock step, a long silence) of "
               "the model are dropped; three in a row reset the observer (s)", 0.01, 3600.0),
+    Parameter("timing.reorder_window_s", 0.0, "the model stays this far behind the newest stamp so that streams delivered late (a deep "
+              "QoS queue, a bag written out of order) are applied in stamp order; delays every output by as much (s)", 0.0, 5.0),
     *(Parameter(f"topics.{kind}", topic, _T.format(kind)) for kind, topic in SENSOR_TOPICS.items()),
     *(Parameter(f"joints.wheel_{w}", name, f"JointState name of the {where} wheel on the wheels topic")
       for w, name, where in zip(("fl", "fr", "rl", "rr"), JointNames().wheels, ("front-left", "front-right", "rear-left", "rear-right"))),
@@ -213,7 +215,7 @@ def config_from(values: dict) -> ObserverConfig:
             wheel_rate_sigma_rad_s=v["noise.wheel_rate_sigma_rad_s"],
             sensors=tuple(k for k in ("imu", "gnss_fix", "gnss_velocity", "wheels") if v[f"sensors.{k}"]),
             standstill_updates=v["sensors.standstill"],
-            max_delay_s=v["timing.max_delay_s"], time_jump_s=v["timing.time_jump_s"])
+            max_delay_s=v["timing.max_delay_s"], time_jump_s=v["timing.time_jump_s"], reorder_window_s=v["timing.reorder_window_s"])
     except ValueError as exc:
         raise ValueError(f"parameter {exc}") from None
     if not v["odom_frame"] or not v["base_frame"] or v["odom_frame"] == v["base_frame"]:

@@ -153,6 +153,11 @@ class ObserverPipeline:
         # nothing to publish when a step of this advance failed (the observer reset itself and waits to start again)
         return self.outputs(steps[-1]) if steps and self.observer.started else iter(())
 
+    def flush(self) -> Iterator[Output]:
+        """At the end of the data: the outputs of the samples the observer still held (:meth:`OnlineObserver.flush`)."""
+        steps = self.observer.flush()
+        return self.outputs(steps[-1]) if steps and self.observer.started else iter(())
+
     def outputs(self, stamp_ns: int) -> Iterator[Output]:
         """The outputs due at model time ``stamp_ns`` (the observer's current time), odometry first."""
         obs = self.observer
