@@ -110,7 +110,6 @@ class ErrorEkfSettings:
     # and this share per sqrt(s) times the square of the tires' utilisation |F| / (mu F_z) (near its limit the linearised
     # characteristic is furthest from a real tire's, which saturates gradually)
     force_walk_saturation: float = 0.5
-    force_walk_saturation_power: float = 2.0
     # the force correction fades with this time constant (s; 0: kept): a correction the measurements stop asking for, one
     # learnt for forces the car no longer has, does not stay (a first-order Gauss-Markov force error instead of a random walk)
     force_memory_s: float = 3.0
@@ -319,6 +318,7 @@ class SensorBookkeeping:
         self.stats = {name: SensorStatistics() for name in SENSORS}
         self.diverged = False
         self._rejected_since: float | None = None
+        self._rejected_offsets: list = []  # (t, fix - model antenna position) of the fixes rejected since _rejected_since
         self.n_resets = 0  # GNSS re-acquisitions
         self.n_relocks = 0  # sensors trusted again after persistent rejections
 
@@ -347,8 +347,8 @@ class SensorBookkeeping:
         return np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma])[: self.P.shape[0]]
 
     def _after_gnss_fix(self, accepted: bool, antenna_enu_m: np.ndarray, predicted, covariance_m2: np.ndarray) -> bool:
-        """Re-acquisition bookkeeping after a fix was offered; ``predicted()`` gives the model's antenna
-        position, evaluated only when re-acquiring.  Returns ``accepted``."""
+        """Re-acquisition bookkeeping after a fix was offered (``reacquire_*`` settings, :meth:`_fixes_agree`);
+        ``predicted()`` gives the model's antenna position, evaluated for rejected fixes only.  Returns ``accepted``."""
         if accepted or not np.all(np.isfinite(antenna_enu_m)):
             self._rejected_since = None
             return accepted
@@ -546,15 +546,15 @@ class VehicleErrorEKF(SensorBookkeeping):
                     self.plant[i * N : i * N + 2, j * N : j * N + 2] = block[i, j] * sigma
 
     def _force_plant(self) -> None:
-        """The random walk of each force error: its base intensity plus ``force_walk_relative`` times the tire forces it acts
-        beside (settings), from the model's last tire output."""
+        """The random walk of each force error: its base intensity plus ``force_walk_relative`` plus ``force_walk_saturation``
+        times the squared utilisation, times the tire forces it acts beside (settings), from the model's last tire output."""
         s = self.settings
         if not self.force_names or (s.force_walk_relative <= 0.0 and s.force_walk_saturation <= 0.0):
             return
         fx, fy, fz = self.vehicle._tire_out[0], self.vehicle._tire_out[1], self.vehicle._tire_out[2]
         capacity = np.maximum(self.vehicle.mu * fz, 1.0)
         utilisation = min(float(np.hypot(fx, fy).sum() / capacity.sum()), 1.5)
-        relative = s.force_walk_relative + s.force_walk_saturation * utilisation**s.force_walk_saturation_power
+        relative = s.force_walk_relative + s.force_walk_saturation * utilisation**2
         scale = self._tire_force_scales()
         for k, name in enumerate(self.force_names):
             i = 2 * N + k

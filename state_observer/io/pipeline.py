@@ -147,15 +147,17 @@ class ObserverPipeline:
         """Give a sensor sample to the observer; the outputs due after the model steps it completed, built as
         they are taken (odometry first: the node publishes it before the others are built).  Consume the
         iterator before the next call."""
-        steps = self.observer.feed(sample)
-        if self.observer.n_resets != self._resets_seen:
-            self._clear()
-        # nothing to publish when a step of this advance failed (the observer reset itself and waits to start again)
-        return self.outputs(steps[-1]) if steps and self.observer.started else iter(())
+        return self._after(self.observer.feed(sample))
 
     def flush(self) -> Iterator[Output]:
         """At the end of the data: the outputs of the samples the observer still held (:meth:`OnlineObserver.flush`)."""
-        steps = self.observer.flush()
+        return self._after(self.observer.flush())
+
+    def _after(self, steps: list[int]) -> Iterator[Output]:
+        """The outputs due after the model steps ``steps`` of one call to the observer."""
+        if self.observer.n_resets != self._resets_seen:
+            self._clear()
+        # nothing to publish when a step of this advance failed (the observer reset itself and waits to start again)
         return self.outputs(steps[-1]) if steps and self.observer.started else iter(())
 
     def outputs(self, stamp_ns: int) -> Iterator[Output]:

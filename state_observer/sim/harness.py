@@ -58,6 +58,13 @@ def _lane_change() -> Manoeuvre:
                      description="12 s straight at 16.7 m/s, double lane change (3.5 m), 8 s straight")
 
 
+def _speed_changes() -> Manoeuvre:
+    """Straight road: 10 s at 15 m/s, then accelerating and braking between 10 and 25 m/s (2-3 m/s^2)."""
+    knots = np.array([[0.0, 15.0], [10.0, 15.0], [15.0, 25.0], [20.0, 25.0], [25.0, 10.0], [30.0, 10.0], [35.0, 20.0], [40.0, 20.0]])
+    return Manoeuvre("speed_changes", 40.0, 15.0, speed=lambda t: float(np.interp(t, knots[:, 0], knots[:, 1])), path=RoadPath.straight(1200.0),
+                     description="straight road, 10 s at 15 m/s, then accelerating to 25, braking to 10 and accelerating to 20 m/s (2-3 m/s^2)")
+
+
 MANOEUVRES: dict[str, Callable[[], Manoeuvre]] = {
     "steady_circle": lambda: _circle("steady_circle", 50.0, lambda t: 15.0, 15.0, 40.0, description="a circle of 50 m at 15 m/s (4.5 m/s^2)"),
     "step_steer": lambda: dataclasses.replace(step_steer(speed_m_s=22.2, steering_wheel_rad=math.radians(45.0), t_step_s=12.0, duration_s=25.0),
@@ -69,18 +76,9 @@ MANOEUVRES: dict[str, Callable[[], Manoeuvre]] = {
                                      description="a circle of 50 m at 15 m/s, braking at 3 m/s^2 to 5 m/s from 30 s"),
     "friction_step": lambda: _circle("friction_step", 50.0, lambda t: 17.0, 17.0, 50.0, friction=lambda t: 0.8 if t < FRICTION_STEP_S else 0.6,
                                      description=f"a circle of 50 m at 17 m/s (5.8 m/s^2), friction 0.8 -> 0.6 at {FRICTION_STEP_S:g} s"),
+    "speed_changes": _speed_changes,
 }
 FRICTION_STEP_S = 30.0
-
-
-def _speed_changes() -> Manoeuvre:
-    """Straight road: 10 s at 15 m/s, then accelerating and braking between 10 and 25 m/s (2-3 m/s^2)."""
-    knots = np.array([[0.0, 15.0], [10.0, 15.0], [15.0, 25.0], [20.0, 25.0], [25.0, 10.0], [30.0, 10.0], [35.0, 20.0], [40.0, 20.0]])
-    return Manoeuvre("speed_changes", 40.0, 15.0, speed=lambda t: float(np.interp(t, knots[:, 0], knots[:, 1])), path=RoadPath.straight(1200.0),
-                     description="straight road, 10 s at 15 m/s, then accelerating to 25, braking to 10 and accelerating to 20 m/s (2-3 m/s^2)")
-
-
-MANOEUVRES["speed_changes"] = _speed_changes
 SEEDS = (0, 1, 2)
 
 
