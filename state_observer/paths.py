@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .errors import DataFileNotFoundError
+
 PACKAGE = "state_observer"
 MESSAGE_NAMES = ("WheelForce", "TireForces", "VehicleParameters", "ObserverState")
 """The package's own interfaces, in dependency order (WheelForce is used by TireForces)."""
@@ -25,9 +27,6 @@ MESSAGE_NAMES = ("WheelForce", "TireForces", "VehicleParameters", "ObserverState
 DEFAULT_VEHICLE = "config/vehicles/default.yaml"
 DEFAULT_SENSORS = "config/sensors/default.yaml"
 
-
-class DataFileNotFoundError(FileNotFoundError):
-    """A data file of the package was found under none of the roots (message lists them)."""
 
 
 def _ament_share() -> Path | None:

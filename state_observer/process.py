@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .conventions import sideslip_rad
 from .estimation.online import OpenLoop, StreamLoss, stream_losses
 from .io.bag import BagWriter, IoError, bag_info, custom_data, read_messages
 from .io.convert import OUTPUT_TOPICS, SENSOR_MSGTYPES
@@ -60,7 +61,7 @@ def _angles(q_wxyz) -> tuple[float, float, float]:
 def _row(t_s, position, q_wxyz, v_body, yaw_rate, forces, mass, friction) -> list:
     roll, pitch, yaw = _angles(q_wxyz)
     speed = math.hypot(v_body[0], v_body[1])
-    sideslip = math.atan2(v_body[1], v_body[0]) if speed > 0.5 else 0.0
+    sideslip = sideslip_rad(float(v_body[0]), float(v_body[1]))
     return [t_s, *position, roll, pitch, yaw, speed, yaw_rate, sideslip, *np.asarray(forces).T.ravel(), mass, friction]
 
 

@@ -90,3 +90,22 @@ def test_summary_is_the_median_and_targets_compare_with_the_baselines():
     assert verdicts["sideslip RMSE <= 0.15 deg"] is False
     assert verdicts["sideslip below open_loop (0.200 deg)"] is False
     assert "NOT MET" in h.format_targets(h.targets(summary)) and "m" in h.format_table(summary)
+
+
+def test_a_reversing_car_is_followed_with_its_drive_torque_driving_backwards(monkeypatch_module):
+    """Reversing (issue 13 item 9): the simulator's driver engages reverse gear, the observer applies a torque along
+    the wheels' rotation as drive (it took a negative torque for a brake, which pushes a reversing car forwards:
+    front Fx +128 N where the truth had -42 N), the input limits accept a brake on a wheel turning backwards, and
+    the sideslip of a car reversing straight is near 0, not 180 deg."""
+    long = h.MANOEUVRES["reversing"]
+    monkeypatch_module.setitem(h.MANOEUVRES, "reversing", lambda: dataclasses.replace(long(), duration_s=18.0))
+    desc, config, _, truths, samples = h.simulate("reversing", 100)
+    assert max(x.velocity_enu_m_s[0] for x in truths) < -3.0  # the truth drives backwards (heading east) throughout
+    run, _ = h.run_observer(desc, config, h.MANOEUVRES["reversing"](), samples, observer="errorekf_fe_reduced")
+    wheels = run.extra["counters"]["wheels"]
+    assert not any("torques beyond" in key or "zero-velocity" in key for key in wheels), wheels
+    m = h.run_metrics(h.truth_run(truths), run)
+    assert m["position_rmse_m"] < 0.5 and m["sideslip_rmse_deg"] < 0.3 and m["truth_sideslip_rms_deg"] < 1.0, m
+    t, truth, est = h.aligned(h.truth_run(truths), run)
+    front_fx_truth, front_fx = truth["tire_force"][:, :2, 0].mean(), est["tire_force"][:, :2, 0].mean()
+    assert front_fx_truth < -20.0 and abs(front_fx - front_fx_truth) < 15.0, (front_fx_truth, front_fx)

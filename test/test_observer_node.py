@@ -320,6 +320,7 @@ def test_wholly_dropped_stream_is_logged_once_at_warn_and_joint_names_are_parame
     ("dt", 0.002, "unknown parameter 'dt'; did you mean 'dt_s'?"),  # misspelt names are refused, not ignored
     ("rates.odometry_Hz", 10.0, "did you mean 'rates.odometry_hz'?"),
     ("timming.max_delay_s", 0.2, "did you mean 'timing.max_delay_s'?"),
+    ("model.initial_mass_kg", 60.0, "parameter model.initial_mass_kg: 60 kg is not more than the vehicle file's unsprung"),
 ])
 def test_invalid_parameter_stops_the_node_with_one_line(ros_environment, name, value, expected, capsys):
     from state_observer.ros.observer_node import main

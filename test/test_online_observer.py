@@ -158,3 +158,32 @@ def test_a_stream_delivered_late_is_applied_in_stamp_order_within_the_reorder_wi
     assert t_ns >= max(s.stamp_ns for s in samples) - 5_000_000  # flushed to the end
     with pytest.raises(ValueError, match="reorder_window_s"):
         _observer(desc, config, reorder_window_s=2.0)  # not below time_jump_s (1 s)
+
+
+class _Inputs:
+    def set_inputs(self, steering, drive, brake, steering_rate_rad_s=0.0):
+        self.drive, self.brake = np.asarray(drive), np.asarray(brake)
+
+
+def test_a_measured_torque_against_the_rotation_brakes_and_along_it_drives():
+    """The net wheel torque (drive - brake * sign(rate)) is split by the wheels' direction of rotation: forward a
+    negative torque brakes; reversing a negative torque drives and a positive one brakes (issue 13 item 9)."""
+    from state_observer.estimation.online import ModelInputs
+    from state_observer.sensors.samples import WheelSample
+
+    inputs, model = ModelInputs(), _Inputs()
+    torque = np.array([-30.0, -30.0, 40.0, 0.0])
+    inputs.take(WheelSample(1, 1, np.zeros(4), np.full(4, 20.0), torque))
+    inputs.apply(model)
+    assert np.array_equal(model.drive, [0, 0, 40, 0]) and np.array_equal(model.brake, [30, 30, 0, 0])
+    inputs.take(WheelSample(2, 2, np.zeros(4), np.array([-13.0, -13.0, -13.0, 0.1]), torque))  # reversing; wheel 4 ~ still
+    inputs.apply(model)
+    assert np.array_equal(model.drive, [-30, -30, 0, 0]) and np.array_equal(model.brake, [0, 0, 40, 0])
+
+
+def test_sideslip_is_measured_from_the_direction_of_travel():
+    from state_observer.conventions import sideslip_rad
+
+    assert sideslip_rad(10.0, 1.0) == pytest.approx(math.atan(0.1)) and sideslip_rad(10.0, -1.0) == pytest.approx(-math.atan(0.1))
+    assert sideslip_rad(-4.0, 0.0) == 0.0 and sideslip_rad(-4.0, 0.4) == pytest.approx(math.atan(-0.1))
+    assert sideslip_rad(0.3, 0.3) == 0.0  # undefined at walking pace

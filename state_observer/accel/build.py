@@ -16,6 +16,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ..errors import BuildError
+
 HLS_DIR = Path(__file__).resolve().parent / "hls"
 KERNEL_SOURCES = ("gauss_jordan.h", "gj_fixed.h", "gauss_jordan.cpp", "gauss_jordan_host.cpp")
 PRECISIONS = {"double": 0, "float32": 1, "fixed": 2}  # GJ_PRECISION of gauss_jordan.h
@@ -24,9 +26,6 @@ CXXFLAGS = ("-O3", "-std=c++11", "-fPIC", "-shared", "-Wall", "-Wno-unknown-prag
 _lock = threading.Lock()
 _loaded: dict[tuple, ctypes.CDLL] = {}
 
-
-class BuildError(RuntimeError):
-    """The C model could not be built (no compiler, or the compiler failed); the message is one line."""
 
 
 def compiler() -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .gauss_jordan import DTYPES, GJ_OK, GJ_RANGE, GJ_SINGULAR, INTERFACE_VERSION, MODE_FACTOR, MODE_INFO, MODE_SOLVE, GaussJordanBase, Handle, parse_info
+from ..errors import AcceleratorUnavailable, AcceleratorError
 
 DEFAULT_IP_NAME = "gauss_jordan_0"  # the instance name Vivado gives the first gauss_jordan IP
 OVERLAY_ENV = "STATE_OBSERVER_OVERLAY"
@@ -30,12 +31,6 @@ KERNEL_ARGS = (("A", 64), ("b", 64), ("piv", 64), ("n", 32), ("mode", 32))
 AP_START, AP_DONE, AP_IDLE = 0x1, 0x2, 0x4  # bits of the CTRL register
 
 
-class AcceleratorUnavailable(RuntimeError):
-    """The FPGA backend cannot run here (no pynq, no overlay, no IP, wrong kernel); one-line message."""
-
-
-class AcceleratorError(RuntimeError):
-    """The IP did not answer (ap_done never set within the timeout)."""
 
 
 def register_offsets(args=KERNEL_ARGS, has_return: bool = True) -> dict[str, int]:

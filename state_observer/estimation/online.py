@@ -38,6 +38,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ..errors import ConfigError
 from ..sensors.geodesy import LocalENU
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
 from ..sim.sensors import quaternion_to_matrix
@@ -89,7 +90,7 @@ class OnlineSettings:
     def __post_init__(self):
         def need(ok: bool, name: str, what: str):
             if not ok:
-                raise ValueError(f"{name}: {what} (got {getattr(self, name)!r})")
+                raise ConfigError(f"{name}: {what} (got {getattr(self, name)!r})", key=name)
 
         need(self.observer in OBSERVERS, "observer", f"must be one of {', '.join(OBSERVERS)}")
         need(0.0005 <= self.dt_s <= 0.02, "dt_s", "must be within 0.0005-0.02 s")
@@ -185,12 +186,15 @@ class StreamCounter(Counter):
         super().__setitem__(key, value)
 
 
+DIRECTION_MIN_RATE_RAD_S = 0.5  # a wheel turning slower keeps its last direction of rotation (ModelInputs; encoder noise)
+
+
 class InputLimits(NamedTuple):
     """What a sample may say before it is taken as broken (beyond it the model step would fail or lie): the
     vehicle file's steering and torque limits with a margin, a top speed, and common IMU full scales."""
 
     steering_wheel_rad: float  # |angle|
-    torque_n_m: tuple  # (lowest, highest) signed wheel torque (drive - brake), fl fr rl rr arrays
+    torque_n_m: tuple  # (lowest, highest) signed net wheel torque (drive - brake * sign(rate)), fl fr rl rr arrays
     wheel_rate_rad_s: np.ndarray  # |rate| per wheel: TOP_SPEED_M_S on the dynamic radius
     speed_m_s: float  # |GNSS velocity|
     gyro_rad_s: float  # per axis: 2000 deg/s
@@ -204,19 +208,25 @@ class InputLimits(NamedTuple):
         drive = np.array([c.max_drive_torque_n_m for c in desc.corners])
         brake = np.array([c.max_brake_torque_n_m for c in desc.corners])
         radius = np.array([c.wheel.dynamic_radius_m for c in desc.corners])
-        return cls(cls.MARGIN * desc.steering.max_steering_wheel_angle_rad, (-cls.MARGIN * brake - 1.0, cls.MARGIN * drive + 1.0),
+        strongest = cls.MARGIN * np.maximum(drive, brake) + 1.0  # a brake turns either way; so does a drive in reverse gear
+        return cls(cls.MARGIN * desc.steering.max_steering_wheel_angle_rad, (-strongest, strongest),
                    cls.TOP_SPEED_M_S / radius, cls.TOP_SPEED_M_S, math.radians(2000.0), 16 * 9.80665)
 
 
 class ModelInputs:
     """The latest measured steering angle and wheel torques (the model's inputs), set on the model only after
-    they changed (nothing else sets them)."""
+    they changed (nothing else sets them).
+
+    A measured wheel torque is the signed net torque on the wheel (drive minus brake, the brake acting against the
+    rotation). A torque against the wheel's last measured direction of rotation is applied as a brake (which the
+    model holds at standstill), one along it as a drive: forward, a negative torque brakes; reversing, it drives."""
 
     def __init__(self):
         self.steering = 0.0
         self.steering_rate = 0.0  # finite difference of the last two samples (the detailed model's rack driver)
         self._steering_ns = None
         self.torque = np.zeros(4)
+        self.direction = np.ones(4)  # sign of each wheel's last measured rate above REVERSE_MIN_RATE_RAD_S (+1: forward)
         self.torques_known = False  # a torque was measured (else the model's zero torques are a guess)
         self._changed = True
 
@@ -227,6 +237,11 @@ class ModelInputs:
             self.steering, self._steering_ns = sample.steering_wheel_angle_rad, sample.stamp_ns
             self._changed = True
         elif isinstance(sample, WheelSample):
+            rate = np.asarray(sample.rate_rad_s, float)
+            turning = np.abs(rate) > DIRECTION_MIN_RATE_RAD_S  # NaN compares False
+            if np.any(turning & (np.sign(rate) != self.direction)):
+                self.direction = np.where(turning, np.sign(rate), self.direction)
+                self._changed = True
             torque = np.asarray(sample.torque_n_m, float)
             if np.any(np.isfinite(torque)):  # wheels without a torque keep their last one
                 self.torque = np.where(np.isfinite(torque), torque, self.torque)
@@ -235,7 +250,9 @@ class ModelInputs:
 
     def apply(self, vehicle) -> None:
         if self._changed:
-            vehicle.set_inputs(self.steering, np.maximum(self.torque, 0.0), np.maximum(-self.torque, 0.0), steering_rate_rad_s=self.steering_rate)
+            braking = self.torque * self.direction < 0.0
+            vehicle.set_inputs(self.steering, np.where(braking, 0.0, self.torque), np.where(braking, np.abs(self.torque), 0.0),
+                               steering_rate_rad_s=self.steering_rate)
             self._changed = False
 
 
@@ -250,12 +267,18 @@ def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initi
 
         if initial_mass_kg:
             extra = initial_mass_kg - DetailedVehicle(desc).total_mass_kg
+            if desc.chassis.mass_kg + extra <= 0.0:
+                raise ConfigError(f"initial_mass_kg: {initial_mass_kg:g} kg leaves the chassis no mass (the car weighs "
+                                  f"{initial_mass_kg - extra:.0f} kg, its chassis {desc.chassis.mass_kg:.0f} kg)", key="initial_mass_kg")
             desc = dataclasses.replace(desc, chassis=dataclasses.replace(desc.chassis, mass_kg=desc.chassis.mass_kg + extra))
         return DetailedErrorEKF(DetailedVehicle(desc, mu=initial_friction or None, linear_solver=linear_solver, dt_s=dt_s), mounts, detailed_settings())
     from ..vehicle.reduced import ReducedVehicle
 
     vehicle = ReducedVehicle(desc, mu=initial_friction or None, linear_solver=linear_solver, dt_s=dt_s)
     if initial_mass_kg:
+        if initial_mass_kg <= vehicle.unsprung_mass.sum():
+            raise ConfigError(f"initial_mass_kg: {initial_mass_kg:g} kg is not more than the vehicle file's unsprung masses "
+                              f"({vehicle.unsprung_mass.sum():.0f} kg; the car weighs {vehicle.total_mass_kg:.0f} kg)", key="initial_mass_kg")
         vehicle.set_total_mass(initial_mass_kg)
     if observer == "spi_reduced":
         from .spi import SpiSettings, VehicleSPI

@@ -55,6 +55,7 @@ import numpy as np
 from rosbags.typesys import Stores, TypesysError, get_typestore, get_types_from_msg
 
 from state_observer import paths
+from state_observer.conventions import sideslip_rad
 from state_observer.sensors.samples import (
     STEERING_JOINT,
     WHEEL_JOINTS,
@@ -67,6 +68,7 @@ from state_observer.sensors.samples import (
 )
 from state_observer.sim.sensors import quaternion_to_matrix  # noqa: F401  (also part of this module's API)
 from state_observer.sim.truth import TruthSample
+from state_observer.errors import IoError
 
 if TYPE_CHECKING:
     from rosbags.typesys.store import Typestore
@@ -144,9 +146,6 @@ BASE_FRAME = "base_link"
 _NS = 1_000_000_000
 _ANGULAR_NOT_PROVIDED = 3 * 6 + 3  # TwistWithCovariance.covariance index of (wx, wx)
 
-
-class IoError(Exception):
-    """Any failure of the io layer; the message names the file, topic or field at fault."""
 
 
 # --- type store ------------------------------------------------------------------------
@@ -654,7 +653,7 @@ def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = N
         roll = math.atan2(rotation[2, 1], rotation[2, 2])
         state = types[OBSERVER_STATE](
             header=header_base,
-            sideslip_rad=math.atan2(v_body[1], v_body[0]),
+            sideslip_rad=sideslip_rad(float(v_body[0]), float(v_body[1])),
             roll_rad=roll,
             pitch_rad=pitch,
             yaw_rate_rad_s=float(omega[2]),

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from ..accel import BACKENDS
+from ..errors import ConfigError, ParameterError
 from ..estimation.online import OBSERVERS, OnlineSettings
 from .convert import OUTPUT_TOPICS, SENSOR_TOPICS, JointNames
 
@@ -103,23 +104,23 @@ def check(name: str, value: Any) -> Any:
         if close:
             full = close[0] if close[0] in BY_NAME else next(n for n in BY_NAME if n.split(".")[-1] == close[0])
             hint = f"; did you mean {full!r}?"
-        raise ValueError(f"unknown parameter {name!r}{hint} (all: `ros2 param list /{NODE_NAME}`, config/observer.yaml)")
+        raise ParameterError(f"unknown parameter {name!r}{hint} (all: `ros2 param list /{NODE_NAME}`, config/observer.yaml)", key=name)
     kind = type(p.default)
     if kind is bool:
         if not isinstance(value, bool):
-            raise ValueError(f"parameter {name}: must be true or false, got {value!r}")
+            raise ParameterError(f"parameter {name}: must be true or false, got {value!r}", key=name)
         return value
     if kind in (int, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not float(value).is_integer()):
-            raise ValueError(f"parameter {name}: must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+            raise ParameterError(f"parameter {name}: must be {'an integer' if kind is int else 'a number'}, got {value!r}", key=name)
         value = kind(value)
         if not math.isfinite(value) or (p.low is not None and value < p.low) or (p.high is not None and value > p.high):
-            raise ValueError(f"parameter {name}: must be within {p.low:g} .. {p.high:g}, got {value!r}")
+            raise ParameterError(f"parameter {name}: must be within {p.low:g} .. {p.high:g}, got {value!r}", key=name)
         return value
     if not isinstance(value, str):
-        raise ValueError(f"parameter {name}: must be a string, got {value!r}")
+        raise ParameterError(f"parameter {name}: must be a string, got {value!r}", key=name)
     if p.choices and value not in p.choices:
-        raise ValueError(f"parameter {name}: must be one of {', '.join(p.choices)}, got {value!r}")
+        raise ParameterError(f"parameter {name}: must be one of {', '.join(p.choices)}, got {value!r}", key=name)
     if name.startswith("topics.") and not value.startswith("/") and value:
         value = "/" + value
     return value
@@ -142,14 +143,14 @@ def load_file(path: str | Path, node: str = NODE_NAME) -> dict:
     try:
         tree = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: cannot read parameters: {exc}") from None
+        raise ConfigError(f"{path}: cannot read parameters: {exc}") from None
     section = None
     for key in (node, f"/{node}", "/**"):
         if isinstance(tree, dict) and isinstance(tree.get(key), dict) and "ros__parameters" in tree[key]:
             section = tree[key]["ros__parameters"] or {}
             break
     if section is None:
-        raise ValueError(f"{path}: no '{node}: ros__parameters:' section")
+        raise ConfigError(f"{path}: no '{node}: ros__parameters:' section")
     values = {p.name: p.default for p in PARAMETERS}
     for name, value in _flatten(section).items():
         if name == "use_sim_time":
@@ -157,7 +158,7 @@ def load_file(path: str | Path, node: str = NODE_NAME) -> dict:
         try:
             values[name] = check(name, value)
         except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
+            raise ConfigError(f"{path}: {exc}", key=getattr(exc, "key", None)) from None
     return values
 
 
@@ -166,7 +167,7 @@ def params_file_sections(path: str | Path) -> list[str]:
     try:
         tree = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: cannot read parameters: {exc}") from None
+        raise ConfigError(f"{path}: cannot read parameters: {exc}") from None
     return [str(k) for k, v in tree.items() if isinstance(v, dict) and "ros__parameters" in v] if isinstance(tree, dict) else []
 
 
@@ -197,6 +198,25 @@ class ObserverConfig:
     joints: JointNames = JointNames()
 
 
+def parameter_of(setting: str) -> str:
+    """The parameter that sets :class:`OnlineSettings` field ``setting`` (``initial_mass_kg`` -> ``model.initial_mass_kg``)."""
+    names = [p.name for p in PARAMETERS]
+    special = {"standstill_updates": "sensors.standstill", "start_pose": "start.*", "datum": "datum.*", "sensors": "sensors.*"}
+    if setting in special:
+        return special[setting]
+    for name in (setting, setting.replace("_", ".", 1)):
+        if name in names:
+            return name
+    return next((name for name in names if name.endswith("." + setting)), setting)
+
+
+def setting_error(exc: ConfigError) -> ParameterError:
+    """``exc`` about :class:`OnlineSettings` field ``exc.key`` ("initial_mass_kg: ...") as the error of its parameter."""
+    name = parameter_of(exc.key)
+    text = str(exc)
+    return ParameterError(f"parameter {name}{text[len(exc.key):] if text.startswith(exc.key) else ': ' + text}", key=name)
+
+
 def config_from(values: dict) -> ObserverConfig:
     """:class:`ObserverConfig` of checked parameter values; ValueError naming the parameter when they disagree."""
     v = values
@@ -216,16 +236,16 @@ def config_from(values: dict) -> ObserverConfig:
             sensors=tuple(k for k in ("imu", "gnss_fix", "gnss_velocity", "wheels") if v[f"sensors.{k}"]),
             standstill_updates=v["sensors.standstill"],
             max_delay_s=v["timing.max_delay_s"], time_jump_s=v["timing.time_jump_s"], reorder_window_s=v["timing.reorder_window_s"])
-    except ValueError as exc:
-        raise ValueError(f"parameter {exc}") from None
+    except ConfigError as exc:
+        raise setting_error(exc) from None
     if not v["odom_frame"] or not v["base_frame"] or v["odom_frame"] == v["base_frame"]:
-        raise ValueError(f"parameters odom_frame / base_frame: must be two different non-empty frames, got {v['odom_frame']!r}, {v['base_frame']!r}")
+        raise ParameterError(f"parameters odom_frame / base_frame: must be two different non-empty frames, got {v['odom_frame']!r}, {v['base_frame']!r}", key="odom_frame / base_frame")
     topics = {kind: v[f"topics.{kind}"] for kind in SENSOR_TOPICS}
     if len(set(topics.values())) < len(topics) or any(not t for t in topics.values()):
-        raise ValueError(f"parameters topics.*: every sensor stream needs its own non-empty topic, got {topics}")
+        raise ParameterError(f"parameters topics.*: every sensor stream needs its own non-empty topic, got {topics}", key="topics.*")
     joints = JointNames(tuple(v[f"joints.wheel_{w}"] for w in ("fl", "fr", "rl", "rr")), v["joints.steering"])
     if len(set(joints.wheels)) < 4 or not all(joints.wheels) or not joints.steering:
-        raise ValueError(f"parameters joints.*: four different non-empty wheel joint names and a steering joint name, got {joints}")
+        raise ParameterError(f"parameters joints.*: four different non-empty wheel joint names and a steering joint name, got {joints}", key="joints.*")
     return ObserverConfig(
         joints=joints, settings=settings, vehicle_file=v["vehicle_file"], rates={k: v[f"rates.{k}_hz"] for k in OUTPUT_KINDS},
         topics=topics, odom_frame=v["odom_frame"], base_frame=v["base_frame"], publish_tf=v["publish_tf"],

@@ -13,6 +13,7 @@ from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 
+from ..errors import ConfigError, VehicleConfigError
 from ..estimation.online import STREAMS, OnlineObserver, StreamLoss, stream_losses
 from ..estimation.spi import AT_BOUND, STATUS_NAMES
 from .convert import (
@@ -30,7 +31,7 @@ from .convert import (
     truth_to_msgs,
     typestore,
 )
-from .params import ObserverConfig
+from .params import ObserverConfig, setting_error
 
 _NS = 1_000_000_000
 ESTIMATE_KINDS = ("tire_forces", "parameters", "state")  # built from the full estimate
@@ -102,7 +103,12 @@ def load_observer(config: ObserverConfig) -> OnlineObserver:
     from ..vehicle.description import load_vehicle
 
     desc = load_vehicle(config.vehicle_file or default_vehicle_path())
-    observer = OnlineObserver(desc, mounts_from_vehicle(desc), config.settings)
+    try:
+        observer = OnlineObserver(desc, mounts_from_vehicle(desc), config.settings)
+    except ConfigError as exc:
+        if exc.key is None or isinstance(exc, VehicleConfigError):
+            raise
+        raise setting_error(exc) from None  # a setting the vehicle file makes invalid (initial mass below the wheels')
     if config.solver_backend != "numpy":  # the FPGA variant and its C model (issue 7), sized for this model
         from ..accel import make_backend
 

@@ -21,7 +21,7 @@ from .constraints import (
     Signal,
     Spherical,
 )
-from .errors import ModelError, SolverError
+from ..errors import ModelError, SolverError
 from .forces import BodyTorque, CoordinateForce, PointForce, SpringDamper, SpringDampers, generalized_forces
 from .integrators import ALI3P, SOLVERS, DenseLU, SparseLU, StepResult, default_linear_solver, initial_accelerations, make_solver, mechanical_energy
 from .kinematics import constraint_violation, solve_acceleration, solve_position, solve_velocity, velocity_transform

@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .errors import ModelError
+from ..errors import ModelError
 from .quadratic import Affine, QuadraticSet, QuadRow, dot_row, linear_rows
 
 

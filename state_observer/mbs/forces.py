@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import ModelError
+from ..errors import ModelError
 from .model import body_point
 
 _ROT90 = np.array([[0.0, -1.0], [1.0, 0.0]])

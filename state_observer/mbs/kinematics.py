@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 import scipy.linalg
 
-from .errors import SolverError
+from ..errors import SolverError
 
 
 def _indices(model, independent) -> np.ndarray:

@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import ModelError
+from ..errors import ModelError
 from .quadratic import Affine, QuadRow, dot_row, linear_rows
 
 KINDS = ("point", "vector", "angle", "distance", "scalar")

@@ -419,7 +419,7 @@ def _states(run: _Run):
     rmse = _series(run, ax3, "sideslip_rad", scale=180 / math.pi)
     ax3.axhline(0, color="0.5", linewidth=0.8)
     ax3.set_ylabel("sideslip β [deg]")
-    title = _with_rmse("Body sideslip β = atan2(v_y, v_x) at base_link", rmse, "deg")
+    title = _with_rmse("Body sideslip β = atan(v_y / v_x) at base_link", rmse, "deg")
     err, sigma = run.error("sideslip_rad"), run.sigma_full("sideslip_rad")
     if err is not None and sigma is not None:
         share = within(err[run.in_window], sigma[run.in_window])

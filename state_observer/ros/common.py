@@ -16,12 +16,10 @@ from rclpy.parameter import Parameter
 from rclpy.signals import SignalHandlerOptions
 
 from state_observer.io.convert import IoError
+from state_observer.errors import ParameterError
 
 __all__ = ["ParameterError", "declare", "message_class", "run"]
 
-
-class ParameterError(ValueError):
-    """A missing or invalid node parameter; the message names the parameter."""
 
 
 def declare(node: Node, name: str, default: Any, description: str, *,

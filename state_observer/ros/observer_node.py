@@ -48,8 +48,10 @@ class ObserverNode(Node):
         self.store = make_typestore(distro=os.environ.get("ROS_DISTRO") or None)
         try:
             observer = load_observer(self.config)
+        except ParameterError:
+            raise
         except (OSError, ValueError) as exc:
-            raise ParameterError(f"parameter vehicle_file: {exc}") from None
+            raise ParameterError(f"parameter vehicle_file: {exc}", key="vehicle_file") from None
         except RuntimeError as exc:  # accel: AcceleratorUnavailable (no board or overlay), BuildError (no compiler)
             hint = "" if self.config.backend_fallback else " (backend_fallback: true uses the C model of the kernel instead)"
             raise ParameterError(f"parameter solver_backend {self.config.solver_backend!r}: {exc}{hint}") from None

@@ -10,7 +10,7 @@ figures (position, sideslip angle, yaw rate) are always printed beside theirs.
 Both consume the records of :mod:`state_observer.sensors.samples` in stamp order through
 ``feed(sample)`` and report a :class:`BaselineState`. Conventions: REP-103 base_link (x forward,
 y left, z up; origin on the ground below the rear-axle centre), ENU world, yaw from east
-counter-clockwise; sideslip at base_link beta = atan2(v_y, v_x) of the base_link velocity in
+counter-clockwise; sideslip at base_link beta = atan(v_y / v_x) of the base_link velocity in
 base_link axes, 0 below 0.5 m/s.
 """
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from ..conventions import sideslip_rad
 from ..sensors.geodesy import LocalENU
 from ..sensors.samples import GnssFix, ImuSample, SteeringSample, WheelSample
 
-SIDESLIP_MIN_SPEED_M_S = 0.5
 """Below this speed (m/s) the sideslip angle is reported as 0."""
 
 
@@ -33,12 +33,7 @@ class BaselineState(NamedTuple):
     yaw_rad: float
     velocity_body_m_s: np.ndarray  # (2,) base_link velocity in base_link axes (m/s)
     yaw_rate_rad_s: float
-    sideslip_rad: float  # atan2(v_y, v_x) at base_link, 0 below 0.5 m/s
-
-
-def sideslip_rad(vx_m_s: float, vy_m_s: float) -> float:
-    """beta = atan2(v_y, v_x) (rad); 0 when the speed is below :data:`SIDESLIP_MIN_SPEED_M_S`."""
-    return math.atan2(vy_m_s, vx_m_s) if math.hypot(vx_m_s, vy_m_s) >= SIDESLIP_MIN_SPEED_M_S else 0.0
+    sideslip_rad: float  # atan(v_y / v_x) at base_link (conventions.sideslip_rad)
 
 
 def _wrap(angle_rad: float) -> float:

@@ -25,6 +25,7 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
+from ..conventions import sideslip_rad
 from ..estimation.online import ModelInputs
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, WheelSample
 from ..vehicle.reduced_kernels import IN_MU, body_rate, euler_rotation
@@ -71,9 +72,9 @@ class Estimate:
 
 
 def sideslip(velocity_enu: np.ndarray, rotation: np.ndarray) -> float:
-    """Sideslip angle at base_link (rad): atan2 of the lateral over the longitudinal body velocity."""
+    """Sideslip angle at base_link (rad) of an ENU velocity and the body's rotation (:func:`conventions.sideslip_rad`)."""
     vb = rotation.T @ velocity_enu
-    return math.atan2(vb[1], vb[0]) if math.hypot(vb[0], vb[1]) > 0.5 else 0.0
+    return sideslip_rad(float(vb[0]), float(vb[1]))
 
 
 def _truth_record(x: TruthSample) -> Estimate:

@@ -77,6 +77,8 @@ MANOEUVRES: dict[str, Callable[[], Manoeuvre]] = {
     "friction_step": lambda: _circle("friction_step", 50.0, lambda t: 17.0, 17.0, 50.0, friction=lambda t: 0.8 if t < FRICTION_STEP_S else 0.6,
                                      description=f"a circle of 50 m at 17 m/s (5.8 m/s^2), friction 0.8 -> 0.6 at {FRICTION_STEP_S:g} s"),
     "speed_changes": _speed_changes,
+    "reversing": lambda: Manoeuvre("reversing", 30.0, -4.0, speed=lambda t: -4.0, steering=lambda t: math.radians(60.0) * math.sin(0.2 * math.pi * t),
+                                   description="reversing at 4 m/s, weaving (60 deg of steering wheel at 0.1 Hz)"),
 }
 FRICTION_STEP_S = 30.0
 SEEDS = (0, 1, 2)

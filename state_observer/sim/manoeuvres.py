@@ -250,10 +250,17 @@ class Driver:
         if self.m.pedal is not None:
             drive_frac, brake_frac = self.m.pedal(t, speed_m_s)
             return drive_frac * self.max_drive * self.driven, brake_frac * self.max_brake
-        error = self.m.speed(t) - speed_m_s
+        target = self.m.speed(t)
+        error = target - speed_m_s
         self._integral = float(np.clip(self._integral + error * dt_s, -20.0, 20.0))
         accel = self.kp * error + self.ki * self._integral  # m/s^2
         total = self.mass * accel * float(np.mean(self.radii))  # wheel torque needed (N m)
+        if target < 0.0:  # reverse gear: the engine drives backwards, the brakes slow the car from reversing
+            if total <= 0.0:
+                per = total / max(self.driven.sum(), 1)
+                return np.maximum(per * self.driven, -self.max_drive), np.zeros(4)
+            share = self.max_brake / self.max_brake.sum()
+            return np.zeros(4), np.minimum(total * share, self.max_brake)
         if total >= 0.0:
             per = total / max(self.driven.sum(), 1)
             return np.minimum(per * self.driven, self.max_drive), np.zeros(4)

@@ -9,12 +9,10 @@ import numpy as np
 
 from .manoeuvres import MANOEUVRES, Driver, Manoeuvre, make_manoeuvre
 from .truth import TruthSample
+from ..errors import SimulationError
 
 __all__ = ["MANOEUVRES", "SimulationError", "VehicleInputs", "make_driver", "run", "simulate", "start_on_path", "path_start"]
 
-
-class SimulationError(RuntimeError):
-    """The vehicle model failed (the message says when and why)."""
 
 
 def make_driver(vehicle, manoeuvre: Manoeuvre) -> Driver:
@@ -83,11 +81,13 @@ def run(vehicle, manoeuvre: Manoeuvre, progress: Callable[[float, float], None] 
     previous_sw = 0.0
     for k in range(steps):
         t = truth.t_s
-        speed = float(np.hypot(*truth.velocity_enu_m_s[:2]))
+        yaw = _yaw(truth.orientation_wxyz)
+        v = truth.velocity_enu_m_s
+        speed = math.copysign(float(np.hypot(v[0], v[1])), v[0] * math.cos(yaw) + v[1] * math.sin(yaw))  # < 0 reversing
         if replay is not None:
             applied = replay[k]
         else:
-            sw = driver.steering_wheel_angle(t, truth.position_enu_m[:2], _yaw(truth.orientation_wxyz), speed)
+            sw = driver.steering_wheel_angle(t, truth.position_enu_m[:2], yaw, abs(speed))
             drive, brake = driver.torques(t, speed, dt)
             applied = VehicleInputs(sw, (sw - previous_sw) / dt, drive, brake)
             previous_sw = sw

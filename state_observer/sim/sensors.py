@@ -49,6 +49,7 @@ import yaml
 from ..sensors.geodesy import LocalENU
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
 from .truth import TruthSample
+from ..errors import SensorConfigError
 
 Sample = Union[ImuSample, GnssFix, GnssVelocity, WheelSample, SteeringSample]
 
@@ -61,9 +62,6 @@ NAVSAT_STATUS = {"no_fix": -1, "fix": 0, "sbas": 1, "gbas": 2}
 SENSOR_NAMES = ("imu", "gnss_fix", "gnss_velocity", "wheel_encoders", "steering")
 """Sections of the sensor YAML, also the order in which the random streams are spawned."""
 
-
-class SensorConfigError(ValueError):
-    """The sensor configuration is invalid. The message is one line: ``<file>: <key.path>: <why>``."""
 
 
 # ----------------------------------------------------------------------------------------------

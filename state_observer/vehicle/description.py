@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ..errors import VehicleConfigError
+
 CORNERS = ("fl", "fr", "rl", "rr")  # order of ``VehicleDescription.corners``
 AXLES = ("front", "rear")
 SUSPENSION_TYPES = ("double_wishbone", "macpherson")
@@ -36,9 +38,6 @@ DRIVEN_AXLES = ("front", "rear", "all")
 _MIRROR = np.array([1.0, -1.0, 1.0])
 _TOP = "(top level)"
 
-
-class VehicleConfigError(ValueError):
-    """A vehicle description is invalid; the message is ``<file>: <key.path>: <why>``."""
 
 
 # ---------------------------------------------------------------- records (SI units)

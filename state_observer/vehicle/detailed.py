@@ -44,7 +44,7 @@ from ..mbs import (
     velocity_transform,
 )
 from ..sim.truth import TruthSample
-from ..mbs.errors import ModelError
+from ..errors import ModelError
 from ..mbs.forces import _SpringDamperSet
 from .chassis_loads import AeroDrag, AntiRollBar
 from .road import FlatRoad

@@ -30,13 +30,11 @@ from ..mbs import solve_position
 from .description import (DRIVEN_AXLES, SUSPENSION_TYPES, Corner, VehicleConfigError, VehicleDescription,
                           load_vehicle, load_vehicle_dict)
 from .detailed import GRAVITY_M_S2 as G, DetailedVehicle
+from ..errors import CarNumbersError
 
 __all__ = ["CarNumbers", "CarNumbersError", "Characteristics", "characteristics", "generate", "new_command",
            "write_vehicle", "REQUIRED"]
 
-
-class CarNumbersError(ValueError):
-    """Input that cannot make a car; the message is one line naming the option (``--cg-height: ...``)."""
 
 
 def option(field: str) -> str:

@@ -64,6 +64,7 @@ from ..mbs import SolverError, solve_position, transform_coordinates
 from ..mbs.small_linalg import mm
 from ..paths import package_cache_dirs
 from .detailed import WHEELS
+from ..errors import KinematicsError
 
 CHANNELS = ("x_m", "y_m", "z_m", "steer_rad", "inclination_rad", "dive_rad", "spring_length_m")
 DIVE = CHANNELS.index("dive_rad")
@@ -73,9 +74,6 @@ DEFAULT_TRAVEL_STEP_M = 0.01
 DEFAULT_RACK_NODES = 21
 DEFAULT_DEGREE = 5
 
-
-class KinematicsError(RuntimeError):
-    """A kinematic sweep or fit cannot be made (the corner does not assemble, too few nodes, ...)."""
 
 
 # ---------------------------------------------------------------- angles

@@ -58,6 +58,8 @@ from typing import Callable, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..errors import RoadError
+
 OUTSIDE_MODES = ("error", "extend")
 
 #: Barycentric tolerance of the inside test (dimensionless; ~1 nm on a 1 m triangle).
@@ -69,9 +71,6 @@ _CHUNK = 4096
 #: The grid has at most this many cells per triangle (the cell is enlarged otherwise).
 _MAX_CELLS_PER_TRIANGLE = 8
 
-
-class RoadError(ValueError):
-    """Invalid road data, a bad road file, or a query off the road mesh."""
 
 
 class RoadWarning(UserWarning):

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..mbs.errors import ModelError
+from ..errors import ModelError
 from ..mbs.small_linalg import cross, dot, mtv
 from .tire import TireOutput, TireParameters, TireState, tire_forces_array
 
