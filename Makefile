@@ -3,7 +3,7 @@ SHELL := /bin/bash
 # Every target runs in the built environment: .venv + install/ (scripts/env.sh).
 ENV := source scripts/env.sh &&
 
-.PHONY: all bootstrap test bench evaluate demo clean distclean
+.PHONY: all bootstrap test bench soak evaluate demo clean distclean
 
 all: test
 
@@ -19,6 +19,11 @@ test: bootstrap
 bench: bootstrap
 	@mkdir -p results
 	@$(ENV) state-observer bench --json results/bench.json
+
+# One hour of simulated driving through the observer node: RSS, output rates, parameters vs the truth (issue 13).
+soak: bootstrap
+	@mkdir -p results
+	@$(ENV) state-observer soak --minutes 60 --json results/bench.json --log results/soak.jsonl
 
 evaluate: bootstrap
 	@mkdir -p results

@@ -29,6 +29,13 @@ def _bench(args: argparse.Namespace) -> int:
     return bench.main(argv)
 
 
+def _soak(args: argparse.Namespace) -> int:
+    from state_observer import soak
+
+    argv = ["--minutes", str(args.minutes)] + (["--json", args.json] if args.json else []) + (["--log", args.log] if args.log else [])
+    return soak.main(argv)
+
+
 def _simulate(args: argparse.Namespace) -> int:
     from state_observer.io import record
 
@@ -204,6 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     bench.add_argument("--quick", action="store_true", help="short run (smoke test)")
     bench.set_defaults(func=_bench)
+
+    soak = commands.add_parser("soak", help="a long simulated drive through the observer node: memory, output rates, parameters")
+    soak.add_argument("--minutes", type=float, default=60.0, help="simulated drive length (default 60)")
+    soak.add_argument("--json", metavar="PATH", help="merge the soak_* figures into this benchmark JSON")
+    soak.add_argument("--log", metavar="PATH", help="write the per-minute records (JSON lines)")
+    soak.set_defaults(func=_soak)
 
     simulate = commands.add_parser(
         "simulate", help="write a rosbag2 of a manoeuvre of the virtual vehicle",

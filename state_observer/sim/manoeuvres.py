@@ -180,10 +180,18 @@ def friction_change(mu_before: float = 0.8, mu_after: float = 0.6, t_change_s: f
 
 def handling_drive(duration_s: float = 40.0, radius_m: float = 50.0) -> Manoeuvre:
     """8 s straight at 12 m/s, then a left circle of ``radius_m`` driven at changing speed (12 -> 16 -> 10 -> 15 m/s,
-    1.5-2 m/s^2): cornering, driving and braking in one drive, so that every estimated parameter has something to learn."""
-    knots = np.array([[0.0, 12.0], [10.0, 12.0], [12.5, 16.0], [18.0, 16.0], [21.0, 10.0], [27.0, 10.0], [30.0, 15.0], [1e9, 15.0]])
+    1.5-2 m/s^2): cornering, driving and braking in one drive, so that every estimated parameter has something to learn.
+    From 40 s (a longer drive: a soak) the speed cycles every 40 s: 15, braking to 10, accelerating to 16, back to 15."""
+    knots = np.array([[0.0, 12.0], [10.0, 12.0], [12.5, 16.0], [18.0, 16.0], [21.0, 10.0], [27.0, 10.0], [30.0, 15.0], [40.0, 15.0]])
+    cycle = np.array([[0.0, 15.0], [3.0, 10.0], [10.0, 10.0], [13.0, 16.0], [20.0, 16.0], [21.0, 15.0], [40.0, 15.0]])
+
+    def speed(t: float) -> float:
+        if t < 40.0:
+            return float(np.interp(t, knots[:, 0], knots[:, 1]))
+        return float(np.interp((t - 40.0) % 40.0, cycle[:, 0], cycle[:, 1]))
+
     laps = int(np.ceil(16.0 * duration_s / (2 * math.pi * radius_m))) + 1
-    return Manoeuvre("handling_drive", duration_s, 12.0, speed=lambda t: float(np.interp(t, knots[:, 0], knots[:, 1])),
+    return Manoeuvre("handling_drive", duration_s, 12.0, speed=speed,
                      path=Path.straight_then_circle(radius_m, 12.0 * 8.0, laps),
                      description=f"8 s straight at 12 m/s, then a circle of {radius_m:g} m at 12-16 m/s with accelerating and braking",
                      parameters=dict(radius_m=radius_m))
