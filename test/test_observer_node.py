@@ -241,6 +241,54 @@ def test_bad_input_is_dropped_counted_and_survived(ros, circle_bag):
     assert all(math.isfinite(v) for v in (odometry.pose.pose.position.x, odometry.twist.twist.linear.x))
 
 
+def _statuses(collector) -> dict:
+    """{status name: (level byte, message)} of the latest /diagnostics."""
+    return {s.name: (s.level, s.message) for s in collector.messages["diagnostics"][-1].status} if collector.messages["diagnostics"] else {}
+
+
+def test_hostile_streams_through_the_node(ros, circle_bag):
+    """Through DDS (issue 13, 'Done when'): a starved IMU stream's loss is said on /diagnostics; an IMU message
+    stamped an hour ahead and a steering message of 1e308 rad are dropped and counted, without a reset; a silence
+    is said; messages resuming 60 s later restart the observer instead of integrating the gap."""
+    from state_observer.io.bag import read_raw
+    from state_observer.io.convert import SENSOR_TOPICS, steering_to_msg
+    from state_observer.ros.observer_node import ObserverNode
+    from state_observer.sensors.samples import SteeringSample
+
+    node = ObserverNode(context=ros.context, parameter_overrides=_overrides(circle_bag))
+    ros.executor.add_node(node)
+    ros._nodes.append(node)
+    collector, feeder, store = Collector(ros, node), Feeder(ros, node), node.store
+    kinds = {t: k for k, t in SENSOR_TOPICS.items()}
+    messages = [(kinds[t], store.deserialize_cdr(d, ty)) for t, ty, _, d in read_raw(circle_bag, list(kinds))]
+    rng = np.random.default_rng(1)
+    half = len(messages) // 2
+    for kind, msg in messages[:half]:
+        if not (kind == "imu" and rng.random() < 0.45):  # a CPU-starved node's queue loses IMU messages
+            feeder.send_msg(kind, msg)
+    observer = node.pipeline.observer
+    assert observer.started
+    t = observer.t_ns
+    feeder.send_msg("imu", _imu(store, t + 3600 * 10**9))  # an hour ahead
+    feeder.send_msg("steering", steering_to_msg(SteeringSample(t + 1_000_000, t + 1_000_000, 1e308), store))
+    counters = observer.counters
+    assert counters["imu"]["dropped: stamped too far ahead of the model"] == 1
+    assert sum(n for k, n in counters["steering"].items() if k.startswith("dropped: steering-wheel angle beyond")) == 1
+    assert observer.n_resets == 0 and observer.started and observer.t_ns < t + 10**9
+    assert ros.spin_until(lambda: "messages missing" in _statuses(collector).get("state_observer: imu", (0, ""))[1])
+    assert _statuses(collector)["state_observer: imu"][0] == 1  # WARN
+    # silence: every stream stops (wall clock: the node's receive times); the observer says so
+    assert ros.spin_until(lambda: "every sensor silent" in _statuses(collector).get("state_observer: observer", (0, ""))[1])
+    # the sensors resume 60 s later (their stamps too): a restart from the fixes, not 60 s of integration
+    resets = observer.n_resets
+    for kind, msg in messages[half:]:
+        msg.header.stamp.sec += 60
+        feeder.send_msg(kind, msg)
+    assert observer.n_resets == resets + 1 and observer.started and observer.t_ns > t + 60 * 10**9
+    assert any("time jumped ahead" in e for e in observer.events)
+    assert ros.spin_until(lambda: _statuses(collector).get("state_observer: observer", (0, ""))[0] == 0)  # OK again
+
+
 def test_reset_service_restarts_the_observer(ros, circle_bag):
     from state_observer.ros.common import message_class
     from state_observer.ros.observer_node import ObserverNode
