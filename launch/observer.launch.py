@@ -1,7 +1,12 @@
 """Run the state observer node, optionally with RViz.
 
     ros2 launch state_observer observer.launch.py
-    ros2 launch state_observer observer.launch.py vehicle:=/path/to/vehicle.yaml rviz:=false
+    ros2 launch state_observer observer.launch.py vehicle:=/path/to/vehicle.yaml rviz:=true
+    ros2 launch state_observer observer.launch.py namespace:=car1 log_level:=debug
+
+RViz is off by default (a car computer is headless); ``rviz:=true`` starts it. ``namespace``
+puts the node and its topics under ``/<namespace>`` (several cars on one network);
+``log_level`` is the node's logger level (debug, info, warn, error, fatal).
 
 The node reads its parameters from ``params_file`` (default: the installed
 config/observer.yaml, key ``observer_node``). ``vehicle`` overrides that file's
@@ -43,8 +48,10 @@ def _observer_node(context):
         package="state_observer",
         executable="observer_node",
         name="observer_node",  # the key in config/observer.yaml
+        namespace=LaunchConfiguration("namespace"),
         output="screen",
         parameters=parameters,
+        arguments=["--ros-args", "--log-level", LaunchConfiguration("log_level")],
     )]
 
 
@@ -70,15 +77,27 @@ def generate_launch_description():
         ),
         DeclareLaunchArgument(
             "rviz",
-            default_value="true",
+            default_value="false",
             choices=["true", "false"],
-            description="Start RViz with rviz/state_observer.rviz.",
+            description="Start RViz with rviz/state_observer.rviz (off: a car computer is headless).",
+        ),
+        DeclareLaunchArgument(
+            "namespace",
+            default_value="",
+            description="Namespace of the node and its topics (empty: none).",
+        ),
+        DeclareLaunchArgument(
+            "log_level",
+            default_value="info",
+            choices=["debug", "info", "warn", "error", "fatal"],
+            description="Logger level of the observer node.",
         ),
         OpaqueFunction(function=_observer_node),
         Node(
             package="rviz2",
             executable="rviz2",
             name="rviz2",
+            namespace=LaunchConfiguration("namespace"),
             output="log",
             arguments=["-d", PathJoinSubstitution([share, "rviz", "state_observer.rviz"])],
             parameters=[{

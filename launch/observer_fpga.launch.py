@@ -2,12 +2,13 @@
 
     ros2 launch state_observer observer_fpga.launch.py
     ros2 launch state_observer observer_fpga.launch.py backend:=c
-    ros2 launch state_observer observer_fpga.launch.py backend_fallback:=true rviz:=false
+    ros2 launch state_observer observer_fpga.launch.py backend_fallback:=false
 
-Includes observer.launch.py, so its arguments (params_file, vehicle, use_sim_time, rviz)
+Includes observer.launch.py, so its arguments (params_file, vehicle, use_sim_time, rviz,
+namespace, log_level)
 apply here too, and passes the node parameters solver_backend and backend_fallback.
-With backend_fallback:=false the node refuses to start when the pynq backend finds no
-FPGA board or overlay; with true it then uses the C model instead.
+By default (backend_fallback:=true) a node that finds no FPGA board or overlay uses the C model
+of the same kernel and says so; with backend_fallback:=false it refuses to start instead.
 """
 
 from launch import LaunchDescription
@@ -28,7 +29,7 @@ def generate_launch_description():
         ),
         DeclareLaunchArgument(
             "backend_fallback",
-            default_value="false",
+            default_value="true",
             choices=["true", "false"],
             description="When no FPGA board or overlay exists: false = refuse to start, "
                         "true = use the C model.",

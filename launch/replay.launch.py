@@ -48,12 +48,18 @@ def generate_launch_description():
             "rviz",
             default_value="true",
             choices=["true", "false"],
-            description="Start RViz with rviz/state_observer.rviz.",
+            description="Start RViz with rviz/state_observer.rviz (replaying is a desktop task).",
+        ),
+        DeclareLaunchArgument(
+            "namespace",
+            default_value="",
+            description="Namespace of the player, the observer and their topics (empty: none).",
         ),
         Node(
             package="state_observer",
             executable="bag_player",
             name="bag_player",
+            namespace=LaunchConfiguration("namespace"),
             output="screen",
             parameters=[{
                 # Typed: a bag named "2024" is still a string, rate "2" still a double.
@@ -71,6 +77,7 @@ def generate_launch_description():
                 "params_file": LaunchConfiguration("params_file"),
                 "vehicle": LaunchConfiguration("vehicle"),
                 "rviz": LaunchConfiguration("rviz"),
+                "namespace": LaunchConfiguration("namespace"),
                 "use_sim_time": "true",
             }.items(),
         ),

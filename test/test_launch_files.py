@@ -260,10 +260,10 @@ def test_named_share_file_exists(relative):
 def test_expected_arguments():
     infos = load_infos()
     assert infos["observer.launch.py"].declared == {
-        "params_file": True, "vehicle": True, "use_sim_time": True, "rviz": True}
+        "params_file": True, "vehicle": True, "use_sim_time": True, "rviz": True, "namespace": True, "log_level": True}
     assert infos["replay.launch.py"].declared == {
         "bag": False, "rate": True, "loop": True, "params_file": True, "vehicle": True,
-        "rviz": True}
+        "rviz": True, "namespace": True}
     assert infos["observer_fpga.launch.py"].declared == {"backend": True, "backend_fallback": True}
     # replay runs the observer on the bag's clock
     [(included, arguments)] = infos["replay.launch.py"].includes
@@ -327,3 +327,19 @@ def test_checker_rejects_a_bad_launch_file():
     assert "no generate_launch_description" not in problems
     assert "no generate_launch_description" in "\n".join(
         check_launch_files({"empty.launch.py": read_launch("x = 1", "empty.launch.py")}))
+
+
+def _default(launch_file: str, argument: str) -> str:
+    tree = ast.parse((LAUNCH_DIR / launch_file).read_text())
+    for call in ast.walk(tree):
+        if (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "DeclareLaunchArgument"
+                and isinstance(call.args[0], ast.Constant) and call.args[0].value == argument):
+            return ast.literal_eval(_keyword(call, "default_value"))
+    raise AssertionError(f"{launch_file}: no argument {argument}")
+
+
+def test_defaults_fit_a_car_computer():
+    """Headless by default; the FPGA launch falls back to the C model rather than refusing to start (issue 16)."""
+    assert _default("observer.launch.py", "rviz") == "false"
+    assert _default("observer.launch.py", "namespace") == "" and _default("observer.launch.py", "log_level") == "info"
+    assert _default("observer_fpga.launch.py", "backend_fallback") == "true"
