@@ -289,6 +289,44 @@ def test_hostile_streams_through_the_node(ros, circle_bag):
     assert ros.spin_until(lambda: _statuses(collector).get("state_observer: observer", (0, ""))[0] == 0)  # OK again
 
 
+def test_set_pose_topic_restarts_the_observer_there(ros, circle_bag):
+    """geometry_msgs/PoseWithCovarianceStamped on set_pose (robot_localization's interface, issue 16): the observer
+    starts again at that pose with the next message; a pose in another frame is refused with a warning."""
+    from geometry_msgs.msg import PoseWithCovarianceStamped
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    from state_observer.io.bag import read_raw
+    from state_observer.io.convert import SENSOR_TOPICS
+    from state_observer.ros.observer_node import ObserverNode
+
+    node = ObserverNode(context=ros.context, parameter_overrides=_overrides(circle_bag))
+    ros.executor.add_node(node)
+    ros._nodes.append(node)
+    feeder = Feeder(ros, node)
+    kinds = {t: k for k, t in SENSOR_TOPICS.items()}
+    raw = [(kinds[t], d) for t, _, _, d in read_raw(circle_bag, list(kinds))]
+    half = len(raw) // 2
+    for kind, data in raw[:half]:
+        feeder.send(kind, data)
+    observer = node.pipeline.observer
+    assert observer.started
+    publisher = feeder.pub_node.create_publisher(PoseWithCovarianceStamped, "/set_pose", QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+    assert ros.spin_until(lambda: publisher.get_subscription_count() > 0)
+    msg = PoseWithCovarianceStamped()
+    msg.header.frame_id = "map"
+    publisher.publish(msg)
+    msg.header.frame_id = "odom"
+    msg.pose.pose.position.x, msg.pose.pose.position.y = 5.0, 7.0
+    msg.pose.pose.orientation.z, msg.pose.pose.orientation.w = math.sin(0.25), math.cos(0.25)  # yaw 0.5 rad
+    resets = observer.n_resets
+    publisher.publish(msg)
+    assert ros.spin_until(lambda: observer.n_resets == resets + 1)
+    assert "set_pose" in observer.events[-1]
+    feeder.send(*raw[half])
+    x, y, yaw, _ = observer._last_good_pose()
+    assert (x, y, yaw) == pytest.approx((5.0, 7.0, 0.5), abs=0.05)
+
+
 def test_reset_service_restarts_the_observer(ros, circle_bag):
     from state_observer.ros.common import message_class
     from state_observer.ros.observer_node import ObserverNode

@@ -187,3 +187,24 @@ def test_sideslip_is_measured_from_the_direction_of_travel():
     assert sideslip_rad(10.0, 1.0) == pytest.approx(math.atan(0.1)) and sideslip_rad(10.0, -1.0) == pytest.approx(-math.atan(0.1))
     assert sideslip_rad(-4.0, 0.0) == 0.0 and sideslip_rad(-4.0, 0.4) == pytest.approx(math.atan(-0.1))
     assert sideslip_rad(0.3, 0.3) == 0.0  # undefined at walking pace
+
+
+def test_set_pose_starts_again_at_the_pose_with_the_speed_it_had(scenario):
+    """robot_localization's set_pose (issue 16): the next sample restarts the model at the given pose, at the forward
+    speed it had; the datum is kept; a non-finite pose is refused with one line."""
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="errorekf_fe_reduced")
+    half = len(samples) // 2
+    for s in samples[:half]:
+        obs.feed(s)
+    assert obs.started
+    speed, datum, resets = obs._last_good_pose()[3], obs.datum, obs.n_resets
+    obs.set_pose(10.0, -20.0, math.radians(30.0))
+    assert not obs.started and obs.n_resets == resets + 1 and obs.datum is datum
+    obs.feed(samples[half])
+    assert obs.started
+    x, y, yaw, v = obs._last_good_pose()
+    assert (x, y) == pytest.approx((10.0, -20.0), abs=0.05) and yaw == pytest.approx(math.radians(30.0), abs=1e-3)
+    assert v == pytest.approx(speed, abs=0.3)
+    with pytest.raises(ValueError, match="finite"):
+        obs.set_pose(math.nan, 0.0, 0.0)

@@ -481,6 +481,7 @@ class OnlineObserver:
         self._last_wheel_rate: tuple | None = None  # (stamp_ns, mean wheel rate rad/s) before the start
         self._first_stamp_ns: int | None = None  # start_mode pose: the first sample's stamp (the wait for a wheel speed)
         self._wheel_window: deque = deque()  # (stamp_ns, rates (4,)) of the last STANDSTILL_WINDOW_NS: standstill detection
+        self._requested_pose: tuple | None = None  # set_pose: (x, y, yaw, forward speed or None: the wheels')
 
     def reset(self, reason: str = "requested") -> None:
         """Forget the model state, covariance, buffers and (unless configured) the datum; restart from the next
@@ -489,6 +490,18 @@ class OnlineObserver:
         self._resume_pose = None
         self.n_resets += 1
         self.events.append(f"reset: {reason}")
+
+    def set_pose(self, x_m: float, y_m: float, yaw_rad: float) -> None:
+        """Start again with base_link at ``(x_m, y_m)``, heading ``yaw_rad`` (odom frame, the current datum kept), as
+        robot_localization's ``set_pose``: the model restarts at the next sample, at the forward speed it had (a car
+        that had not started: the wheels' speed, at the next wheel sample)."""
+        if not all(math.isfinite(v) for v in (x_m, y_m, yaw_rad)):
+            raise ValueError(f"set_pose: x, y and yaw must be finite, got {x_m}, {y_m}, {yaw_rad}")
+        last = self._last_good_pose() if self.started else None
+        datum = self.datum
+        self.reset(f"set_pose: x {x_m:.2f} m, y {y_m:.2f} m, yaw {math.degrees(yaw_rad):.1f} deg")
+        self.datum = datum
+        self._requested_pose = (float(x_m), float(y_m), float(yaw_rad), None if last is None else last[3])
 
     def _pending(self, sample) -> _Pending:
         pending = _Pending(int(sample.stamp_ns), self._order, sample)
@@ -584,6 +597,18 @@ class OnlineObserver:
     def _before_start(self, kind: str, sample) -> None:
         s = self.settings
         self._inputs.take(sample)
+        if self._requested_pose is not None:  # set_pose: start there, whatever the start mode
+            x, y, yaw, speed = self._requested_pose
+            if speed is None:
+                if not (kind == "wheels" and np.any(np.isfinite(sample.rate_rad_s))):
+                    self.counters[kind]["dropped: before start"] += kind != "steering"
+                    return
+                speed = float(np.nanmean(sample.rate_rad_s)) * self._mean_radius_m
+            self._requested_pose = None
+            self._start(sample.stamp_ns, (x, y), yaw, speed)
+            if kind != "steering":
+                self._late.append(self._pending(sample))
+            return
         if kind == "gnss_fix" and self.datum is None:
             self.datum = LocalENU(sample.latitude_deg, sample.longitude_deg, sample.altitude_m)
             self.events.append(f"datum set from the first good fix: {sample.latitude_deg:.7f}, {sample.longitude_deg:.7f}, {sample.altitude_m:.2f} m")

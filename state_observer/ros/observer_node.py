@@ -86,6 +86,8 @@ class ObserverNode(Node):
             self.create_service(reset_type, "~/reset", self._on_reset)
         else:
             self.get_logger().warning("state_observer/srv/Reset is not importable: no ~/reset service")
+        pose_type = message_class("geometry_msgs/msg/PoseWithCovarianceStamped")
+        self.create_subscription(pose_type, "set_pose", self._on_set_pose, reliable)  # robot_localization's name
         self.create_timer(1.0 / self.pipeline.config.rates["diagnostics"], self._publish_diagnostics)
         self._tf = None
         if self.config.publish_tf:
@@ -164,6 +166,21 @@ class ObserverNode(Node):
         w, x, y, z = (float(v) for v in odometry.orientation_wxyz)
         t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z, t.transform.rotation.w = x, y, z, w
         self._tf.sendTransform(t)
+
+    def _on_set_pose(self, msg) -> None:
+        """set_pose (geometry_msgs/PoseWithCovarianceStamped in the odom frame): the observer starts again there."""
+        frame = msg.header.frame_id
+        if frame and frame != self.config.odom_frame:
+            self.get_logger().warning(f"set_pose in frame {frame!r} ignored: poses are taken in {self.config.odom_frame!r}")
+            return
+        p, q = msg.pose.pose.position, msg.pose.pose.orientation
+        yaw = math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+        try:
+            self.pipeline.observer.set_pose(p.x, p.y, yaw)
+        except ValueError as exc:
+            self.get_logger().warning(str(exc))
+            return
+        self.get_logger().info(f"set_pose: starting again at x {p.x:.2f} m, y {p.y:.2f} m, yaw {math.degrees(yaw):.1f} deg")
 
     def _on_reset(self, request, response):
         self.pipeline.observer.reset("reset service call")
