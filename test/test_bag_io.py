@@ -823,3 +823,34 @@ def test_odometry_encoder_writes_the_bytes_rosbags_writes(odom, base):
     direct = convert.OdometryEncoder(frames).encode(*args)
     msg = convert.odometry_msg(*args[1:5], args[0], store, frames, args[5], args[6])
     assert direct == bytes(store.serialize_cdr(msg, convert.ODOMETRY))
+
+
+def test_a_topic_recorded_with_an_unknown_definition_is_named(tmp_path):
+    """rosbag2 stores the definition of a type it does not have with encoding 'unknown'; rosbags cannot open such a
+    bag (KeyError 'unknown'). The error is one line naming the topic and what to do (issue 13 item 6)."""
+    import sqlite3
+
+    from rosbags.rosbag2 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    from state_observer.io.bag import IoError, read_raw
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    bag = tmp_path / "unknown"
+    writer = Writer(bag, version=9)
+    writer.open()
+    writer.add_connection("/imu/data", "sensor_msgs/msg/Imu", typestore=store)
+    note = writer.add_connection("/note", "std_msgs/msg/String", typestore=store)
+    writer.write(note, 1000, store.serialize_cdr(store.types["std_msgs/msg/String"](data="x"), "std_msgs/msg/String"))
+    writer.close()
+    [db] = bag.glob("*.db3")
+    with sqlite3.connect(db) as con:  # what rosbag2 writes for a type it could not find
+        con.execute("UPDATE topics SET type = 'foo_msgs/msg/Bar' WHERE name = '/note'")
+        con.execute("UPDATE message_definitions SET topic_type = 'foo_msgs/msg/Bar', encoding = 'unknown', "
+                    "encoded_message_definition = '' WHERE topic_type = 'std_msgs/msg/String'")
+    metadata = bag / "metadata.yaml"
+    metadata.write_text(metadata.read_text().replace("type: std_msgs/msg/String", "type: foo_msgs/msg/Bar"))
+    with pytest.raises(IoError) as info:
+        list(read_raw(bag))
+    text = str(info.value)
+    assert "\n" not in text and "/note (foo_msgs/msg/Bar)" in text and "'unknown'" in text

@@ -20,7 +20,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import struct
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple
 
@@ -264,6 +264,11 @@ def _reading(path: str | Path) -> Iterator[AnyReader]:
         reader = AnyReader([path], default_typestore=typestore())
         reader.open()
     except _READ_ERRORS as exc:
+        unknown = _unknown_definitions(path) if isinstance(exc, KeyError) and exc.args == ("unknown",) else []
+        if unknown:
+            raise IoError(f"{path}: cannot read bag: rosbag2 recorded the message definition of {', '.join(unknown)} as "
+                          "'unknown' (the type was not installed where it was recorded) and rosbags cannot open such a bag; "
+                          "`ros2 bag convert` it without those topics, or record where the type is installed") from None
         raise IoError(f"{path}: cannot read bag: {exc}") from None
     try:
         yield reader
@@ -272,6 +277,19 @@ def _reading(path: str | Path) -> Iterator[AnyReader]:
             reader.close()
         except _READ_ERRORS:
             pass
+
+
+def _unknown_definitions(path: Path) -> list[str]:
+    """'topic (type)' of each topic of a sqlite3 rosbag2 bag whose message definition is stored with encoding 'unknown'."""
+    found = []
+    for db in sorted(path.glob("*.db3")) if path.is_dir() else []:
+        try:
+            with closing(sqlite3.connect(f"file:{db}?immutable=1", uri=True)) as con:
+                found += [f"{topic} ({msgtype})" for topic, msgtype in con.execute(
+                    "SELECT t.name, t.type FROM topics t JOIN message_definitions d ON d.topic_type = t.type WHERE d.encoding = 'unknown'")]
+        except sqlite3.Error:
+            continue
+    return sorted(set(found))
 
 
 def _messages(path: Path, reader: AnyReader, connections: list) -> Iterator[tuple[Any, int, Any]]:
