@@ -101,15 +101,23 @@ class ErrorEkfSettings:
     forces: tuple = ("longitudinal", "lateral", "yaw", "roll", "pitch")
     force_sigma: dict = field(default_factory=lambda: {"longitudinal": 500.0, "lateral": 500.0, "yaw": 500.0, "front_lateral": 500.0,
                                                         "rear_lateral": 500.0, "roll": 300.0, "pitch": 300.0})  # N, N, N m, N, N, N m, N m
-    force_walk: dict = field(default_factory=lambda: {"longitudinal": 300.0, "lateral": 50.0, "yaw": 50.0, "front_lateral": 50.0,
-                                                       "rear_lateral": 50.0, "roll": 20.0, "pitch": 20.0})  # per sqrt(s)
-    # plus, for the forces, this share per sqrt(s) of the tire forces they act beside (the axle's or all four tires' lateral
-    # force, their longitudinal force, the yaw moment of the lateral forces about base_link): a tire model is good at small
-    # slip and wrong near the friction limit, so its force errors grow with its forces (an adaptive plant noise)
-    force_walk_relative: float = 0.02
-    # and this share per sqrt(s) times the square of the tires' utilisation |F| / (mu F_z) (near its limit the linearised
-    # characteristic is furthest from a real tire's, which saturates gradually)
-    force_walk_saturation: float = 0.5
+    # The walk per sqrt(s) of each force error has three parts. A base (N, N m), small for the lateral force and yaw
+    # moment: below half the friction a tire model is nearly right, and a free lateral correction is exactly what lets a
+    # sideslip error hide (with a sideslip error d_beta, forces (Cf + Cr) d_beta and a yaw moment (Cf lf - Cr lr) d_beta
+    # cancel it, and no measurement changes; issue 14): with the old 50 N + 2 %/sqrt(s) of the forces, a circle at 4.5 m/s^2
+    # let the sideslip drift 0.3-0.5 deg with the heading, and braking in a turn drove the heading 3-8 deg off.
+    force_walk: dict = field(default_factory=lambda: {"longitudinal": 300.0, "lateral": 5.0, "yaw": 5.0, "front_lateral": 5.0,
+                                                       "rear_lateral": 5.0, "roll": 20.0, "pitch": 20.0})  # per sqrt(s)
+    # Plus, near the friction limit, this share per sqrt(s) of the tire forces the error acts beside (all four tires'
+    # longitudinal or lateral force, an axle's lateral force, the lateral forces' yaw moment about base_link) times the
+    # square of the tires' utilisation |F| / (mu F_z) above the knee, scaled to 1 at full utilisation: the linearised
+    # characteristic is furthest from a real tire's, which saturates gradually, in the upper half of the friction.
+    force_walk_saturation: float = 1.0
+    force_walk_saturation_knee: float = 0.5
+    # Plus this share of the change of those tire forces (per re-linearisation, as a walk): a model's force error moves
+    # with its operating point, so it may change where the forces change (a sine steer), and is held where they do not
+    # (a steady circle).
+    force_walk_rate: float = 0.25
     # the force correction fades with this time constant (s; 0: kept): a correction the measurements stop asking for, one
     # learnt for forces the car no longer has, does not stay (a first-order Gauss-Markov force error instead of a random walk)
     force_memory_s: float = 3.0
@@ -139,6 +147,8 @@ class ErrorEkfSettings:
             unknown = [p for p in names if p not in known]
             if unknown:
                 raise ValueError(f"ErrorEkfSettings.{name}: unknown {unknown}; known: {', '.join(known)}")
+        if not 0.0 <= self.force_walk_saturation_knee < 1.0:
+            raise ValueError(f"ErrorEkfSettings.force_walk_saturation_knee must be within [0, 1), got {self.force_walk_saturation_knee}")
 
 
 def trapezoidal_transition(M: np.ndarray, K: np.ndarray, C: np.ndarray, h: float) -> np.ndarray:
@@ -432,6 +442,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.gyro_scale = 0.0  # estimated scale-factor error of the gyroscope's z axis (it reads (1 + s) times the rate)
         self._parameter_index = np.array([PARAMETER_NAMES.index(p) for p in self.parameter_names], dtype=np.intp)
         self._initial_parameters = None  # the model's parameters at the first start (the mass bounds are relative to it)
+        self._previous_scales = None  # the tire force scales at the last re-linearisation (force_walk_rate)
         plant = np.zeros((n, n))
         plant[: 2 * N, : 2 * N] = white_acceleration_covariance(s.plant_sigma2, dt)
         plant[2 * N :, 2 * N :] = np.diag(np.square(self._extra_values(s.force_walk, s.gyro_bias_walk, s.accel_bias_walk, s.gyro_scale_walk,
@@ -489,6 +500,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.imu_bias[:] = 0.0
         self.gyro_scale = 0.0
         self._steps_since_transition = 0
+        self._previous_scales = None
 
     def predict(self) -> bool:
         """Advance the model one step (inputs already set on the vehicle) and propagate P."""
@@ -546,19 +558,24 @@ class VehicleErrorEKF(SensorBookkeeping):
                     self.plant[i * N : i * N + 2, j * N : j * N + 2] = block[i, j] * sigma
 
     def _force_plant(self) -> None:
-        """The random walk of each force error: its base intensity plus ``force_walk_relative`` plus ``force_walk_saturation``
-        times the squared utilisation, times the tire forces it acts beside (settings), from the model's last tire output."""
+        """The random walk of each force error (settings ``force_walk``, ``force_walk_saturation``, ``force_walk_rate``):
+        base + saturation * excess^2 * F + rate * |dF| / sqrt(dt_lin), F the tire forces the error acts beside, excess
+        the utilisation above the knee scaled to 1 at full utilisation, dF their change since the last re-linearisation."""
         s = self.settings
-        if not self.force_names or (s.force_walk_relative <= 0.0 and s.force_walk_saturation <= 0.0):
+        if not self.force_names:
             return
         fx, fy, fz = self.vehicle._tire_out[0], self.vehicle._tire_out[1], self.vehicle._tire_out[2]
         capacity = np.maximum(self.vehicle.mu * fz, 1.0)
         utilisation = min(float(np.hypot(fx, fy).sum() / capacity.sum()), 1.5)
-        relative = s.force_walk_relative + s.force_walk_saturation * utilisation**2
+        excess = max(utilisation - s.force_walk_saturation_knee, 0.0) / (1.0 - s.force_walk_saturation_knee)
         scale = self._tire_force_scales()
-        for k, name in enumerate(self.force_names):
-            i = 2 * N + k
-            self.plant[i, i] = (s.force_walk[name] + relative * scale[k]) ** 2 * self.dt
+        change = np.zeros_like(scale)
+        if self._previous_scales is not None:
+            change = np.abs(scale - self._previous_scales) / math.sqrt(self.dt * s.transition_every_steps)
+        self._previous_scales = scale
+        walk = np.array([s.force_walk[name] for name in self.force_names]) + s.force_walk_saturation * excess**2 * scale + s.force_walk_rate * change
+        for k in range(len(self.force_names)):
+            self.plant[2 * N + k, 2 * N + k] = walk[k] ** 2 * self.dt
 
     def _tire_force_scales(self) -> np.ndarray:
         """For each force error, the size of the tire forces it acts beside (N or N m), from the model's last tire output:
