@@ -112,7 +112,7 @@ class ErrorEkfSettings:
     # longitudinal or lateral force, an axle's lateral force, the lateral forces' yaw moment about base_link) times the
     # square of the tires' utilisation |F| / (mu F_z) above the knee, scaled to 1 at full utilisation: the linearised
     # characteristic is furthest from a real tire's, which saturates gradually, in the upper half of the friction.
-    force_walk_saturation: float = 1.0
+    force_walk_saturation: float = 0.25
     force_walk_saturation_knee: float = 0.5
     # Plus this share of the change of those tire forces (per re-linearisation, as a walk): a model's force error moves
     # with its operating point, so it may change where the forces change (a sine steer), and is held where they do not
