@@ -49,7 +49,8 @@ def _process(args: argparse.Namespace) -> int:
     from state_observer.process import process_command
 
     return process_command(args.bag, args.out, params=args.params, vehicle=args.vehicle, observer=args.observer,
-                           force=args.force, report=not args.no_report, allow_dropped=args.allow_dropped, check=args.check)
+                           force=args.force, report=not args.no_report, allow_dropped=args.allow_dropped, check=args.check,
+                           storage=args.storage)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -237,8 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="seed of the sensor noise (default: 0)")
     simulate.add_argument("--out", required=True, metavar="BAG", help="bag directory to create")
     simulate.add_argument("--force", action="store_true", help="replace an existing bag at BAG")
-    simulate.add_argument("--storage", choices=("sqlite3", "mcap"), default="sqlite3",
-                          help="rosbag2 storage format (default: sqlite3)")
+    simulate.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap",
+                          help="rosbag2 storage format (default: mcap, rosbag2's default since Iron)")
     simulate.add_argument("--start-time", type=_start_time, default=1767225600.0, metavar="S",
                           help="time of the first sample, seconds since the Unix epoch (default: 2026-01-01T00:00:00Z)")
     simulate.set_defaults(func=_simulate)
@@ -256,6 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     process.add_argument("--no-report", action="store_true", help="skip the CSV/HTML report (bag and summary.json only)")
     process.add_argument("--allow-dropped", action="store_true",
                          help="exit 0 even when a sensor stream was wholly dropped (a warning line instead of an error)")
+    process.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap",
+                         help="storage of the output bag (default: mcap, rosbag2's default since Iron)")
     process.add_argument("--check", action="store_true", help="run `state-observer check` on BAG first and stop if it fails")
     process.set_defaults(func=_process)
 

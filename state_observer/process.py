@@ -31,7 +31,7 @@ import numpy as np
 
 from .conventions import sideslip_rad
 from .estimation.online import OpenLoop, StreamLoss, stream_losses
-from .io.bag import BagWriter, IoError, bag_info, custom_data, read_messages
+from .io.bag import DEFAULT_STORAGE, BagWriter, IoError, bag_info, custom_data, read_messages
 from .io.convert import OUTPUT_TOPICS, SENSOR_MSGTYPES
 from .io.record import DATUM_KEY
 from .io.params import ObserverConfig, load_config
@@ -196,7 +196,7 @@ def baselines(estimate: dict, truth: dict, gnss: dict, open_loop: dict | None, g
 
 
 def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | None = None, *, overwrite: bool = False,
-                report: bool = True, skip_s: float = 20.0, progress=None, say=None) -> dict:
+                report: bool = True, skip_s: float = 20.0, progress=None, say=None, storage: str = DEFAULT_STORAGE) -> dict:
     """Run the observer over ``bag`` and write ``out_dir`` (module docstring); returns the summary.
     ``progress(t_s, duration_s)`` follows the bag; ``say(text)`` is told each other phase (the command prints them);
     with ``say`` the kernels are also loaded (or, on a fresh install, compiled) before the bag is read.
@@ -224,7 +224,8 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     if stage.exists():
         shutil.rmtree(stage)  # what a failed earlier run left
     stage.mkdir(parents=True)
-    summary = _process_into(bag, stage, target, info, wanted, config, report=report, skip_s=skip_s, progress=progress, say=say)
+    summary = _process_into(bag, stage, target, info, wanted, config, report=report, skip_s=skip_s, progress=progress, say=say,
+                            storage=storage)
     if target.exists():
         old = target.with_name(target.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
@@ -237,7 +238,7 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
 
 
 def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict, config: ObserverConfig, *, report: bool,
-                  skip_s: float, progress, say) -> dict:
+                  skip_s: float, progress, say, storage: str = DEFAULT_STORAGE) -> dict:
     """The body of :func:`process_bag`: the run written into the (new, empty) folder ``out_dir``, which becomes
     ``final_dir`` when it has completed (the summary and report name that)."""
     datum_note = "configured" if config.settings.datum is not None else "first good fix"
@@ -269,7 +270,7 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
                  if report and all(t in info.topics for t in TRUTH_TOPICS) else None)  # not in bench timings
     n_in = 0
     start = time.perf_counter()
-    with BagWriter(out_dir / "bag", overwrite=True, custom_data={"source": str(bag), "tool": "state-observer process"}) as writer:
+    with BagWriter(out_dir / "bag", overwrite=True, storage=storage, custom_data={"source": str(bag), "tool": "state-observer process"}) as writer:
         kinds = {topic: kind for kind, topic in wanted.items()}
         for topic, log_ns, msg in read_messages(bag, kinds):
             n_in += 1
@@ -384,7 +385,8 @@ def never_started(summary: dict, config: ObserverConfig) -> str:
 
 
 def process_command(bag: str, out: str, params: str | None = None, vehicle: str | None = None, observer: str | None = None,
-                    force: bool = False, report: bool = True, allow_dropped: bool = False, check: bool = False) -> int:
+                    force: bool = False, report: bool = True, allow_dropped: bool = False, check: bool = False,
+                    storage: str = DEFAULT_STORAGE) -> int:
     """CLI body: one line on bad input, a summary table otherwise; a warning line per stream more than half dropped,
     and exit 1 with one line per stream wholly dropped (the outputs stay) unless ``allow_dropped``.  ``check``: run
     ``state-observer check`` first and stop if it fails."""
@@ -409,7 +411,7 @@ def process_command(bag: str, out: str, params: str | None = None, vehicle: str 
             line.finish()
             print(f"process: {text}", file=sys.stderr, flush=True)
 
-        summary = process_bag(bag, out, config, overwrite=force, report=report, progress=line, say=say)
+        summary = process_bag(bag, out, config, overwrite=force, report=report, progress=line, say=say, storage=storage)
         line.finish()
     except (IoError, ValueError, FileNotFoundError, AcceleratorUnavailable, BuildError) as exc:
         print(f"state-observer process: {exc}", file=sys.stderr)

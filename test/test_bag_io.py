@@ -656,7 +656,7 @@ def test_simulate_command_writes_a_bag(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "state_observer.sim.run", stub)
     out = tmp_path / "run"
     assert cli.main(["simulate", "--manoeuvre", "step_steer", "--duration", "0.4", "--seed", "3",
-                     "--out", str(out), "--storage", "mcap"]) == 0
+                     "--out", str(out)]) == 0  # MCAP by default, as rosbag2 since Iron (issue 16)
     assert stub.calls == [dict(manoeuvre="step_steer", vehicle_path=None, sensors_path=None,
                                duration_s=0.4, seed=3)]
     captured = capsys.readouterr()

@@ -42,6 +42,14 @@ def test_process_writes_bag_csv_report_and_accuracy(short_bag, tmp_path):
     assert {"t_s", "x_m", "fz_rr_n", "fz_sigma_rr_n", "mass_sigma_kg"} <= set(header)
     html = (out / "report.html").read_text()
     assert "tire_forces.png" in html and (out / "tire_forces.png").stat().st_size > 1000
+    assert list((out / "bag").glob("*.mcap")) and not list((out / "bag").glob("*.db3"))  # MCAP by default (issue 16)
+
+
+def test_process_writes_the_storage_asked_for(short_bag, tmp_path):
+    out = tmp_path / "run"
+    result = _cli(short_bag, "--out", out, "--storage", "sqlite3", "--no-report")
+    assert result.returncode == 0, result.stderr
+    assert list((out / "bag").glob("*.db3")) and not list((out / "bag").glob("*.mcap"))
 
 
 def test_process_refuses_bad_input_with_one_line(short_bag, tmp_path):

@@ -324,7 +324,7 @@ def test_verdict_comes_first_and_holds_the_baselines(processed):
     assert "open loop</b>: the observer's own model" in verdict
     # the output bag is linked, with the commands that open it
     bag = _section(page, 'id="bag"', "</section>")
-    assert '<a href="bag/">bag/</a>' in bag and "ros2 bag play" in bag and "Foxglove" in bag and "bag.db3" in bag
+    assert '<a href="bag/">bag/</a>' in bag and "ros2 bag play" in bag and "Foxglove" in bag and "bag.mcap" in bag
 
 
 def test_one_window_stated_once_and_used_everywhere(processed):

@@ -57,6 +57,7 @@ __all__ = [
     "BagWriter",
     "IoError",
     "TopicStatistics",
+    "DEFAULT_STORAGE",
     "read_messages",
     "read_raw",
     "read_samples",
@@ -64,6 +65,7 @@ __all__ = [
 ]
 
 STORAGES: dict[str, StoragePlugin] = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}
+DEFAULT_STORAGE = "mcap"  # rosbag2's default since Iron
 BAG_VERSION = 9
 
 # Files a rosbag2 directory may hold; --force removes a directory only if it has nothing else.
@@ -108,7 +110,7 @@ class BagWriter:
         Typestore with every type to be written; default ``convert.typestore()``.
     """
 
-    def __init__(self, path: str | Path, overwrite: bool = False, storage: str = "sqlite3", *,
+    def __init__(self, path: str | Path, overwrite: bool = False, storage: str = DEFAULT_STORAGE, *,
                  topics: Mapping[str, str] | None = None,
                  truth_topics: Mapping[str, str] | None = None,
                  truth_frames: TruthFrames = TruthFrames(),

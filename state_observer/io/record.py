@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable
 
-from state_observer.io.bag import BagWriter, IoError
+from state_observer.io.bag import DEFAULT_STORAGE, BagWriter, IoError
 from state_observer.io.convert import truth_stamp_ns
 from state_observer.progress import TimeProgress
 
@@ -82,7 +82,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 def simulate_command(manoeuvre: str, out: str | Path, *, vehicle: str | Path | None = None,
                      sensors: str | Path | None = None, duration_s: float | None = None,
-                     seed: int = 0, force: bool = False, storage: str = "sqlite3",
+                     seed: int = 0, force: bool = False, storage: str = DEFAULT_STORAGE,
                      start_time_s: float = DEFAULT_START_TIME_S,
                      stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
     """Simulate ``manoeuvre`` and record it to the bag ``out``; the process exit code.

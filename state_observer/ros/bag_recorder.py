@@ -28,7 +28,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.validate_topic_name import validate_topic_name
 
-from state_observer.io.bag import STORAGES, BagWriter, IoError
+from state_observer.io.bag import DEFAULT_STORAGE, STORAGES, BagWriter, IoError
 from state_observer.io.convert import OUTPUT_TOPICS
 from state_observer.ros.common import ParameterError, declare, message_class, run
 
@@ -78,7 +78,7 @@ class BagRecorder(Node):
         types = declare(self, "types", Parameter.Type.STRING_ARRAY,
                         "Message type per topic (e.g. sensor_msgs/msg/Imu); "
                         "empty: discovered from the graph")
-        storage = declare(self, "storage", "sqlite3", "Bag storage: sqlite3 or mcap")
+        storage = declare(self, "storage", DEFAULT_STORAGE, "Bag storage: mcap (rosbag2's default since Iron) or sqlite3")
         overwrite = declare(self, "overwrite", False, "Replace an existing bag at output")
         reliable = declare(self, "qos_reliable", True,
                            "RELIABLE subscriptions (else BEST_EFFORT)")
