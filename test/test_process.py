@@ -34,6 +34,17 @@ def test_process_writes_bag_csv_report_and_accuracy(short_bag, tmp_path):
                   "/state_observer/markers", "/state_observer/path", "/diagnostics"):
         assert info.topics[topic][1] > 0, topic
     assert info.topics["/state_observer/odometry"][1] > 1000  # one per IMU message once started (200 Hz)
+    # RViz and Foxglove follow the car in the bag (issue 16): odom -> base_link with every odometry, the sensors once
+    assert info.topics["/tf"] == ("tf2_msgs/msg/TFMessage", info.topics["/state_observer/odometry"][1])
+    assert info.topics["/tf_static"] == ("tf2_msgs/msg/TFMessage", 1)
+    from state_observer.io.bag import read_messages
+
+    [(_, _, static)] = list(read_messages(out / "bag", ["/tf_static"]))
+    assert {(t.header.frame_id, t.child_frame_id) for t in static.transforms} == {("base_link", "imu_link"), ("base_link", "gnss_link")}
+    odometry = [m for _, _, m in read_messages(out / "bag", ["/state_observer/odometry"])][-1]
+    tf = [m for _, _, m in read_messages(out / "bag", ["/tf"])][-1].transforms[0]
+    assert (tf.header.frame_id, tf.child_frame_id) == ("odom", "base_link") and tf.header.stamp == odometry.header.stamp
+    assert (tf.transform.translation.x, tf.transform.translation.y) == (odometry.pose.pose.position.x, odometry.pose.pose.position.y)
     summary = json.loads((out / "summary.json").read_text())
     accuracy = summary["accuracy against truth"]
     assert accuracy["position_rmse_m"] < 2.0 and accuracy["yaw_rate_rmse_dps"] < 1.0

@@ -142,6 +142,8 @@ OUTPUT_TOPICS: dict[str, str] = {
 
 ODOM_FRAME = "odom"
 BASE_FRAME = "base_link"
+TF_MESSAGE = "tf2_msgs/msg/TFMessage"
+TF_TOPIC, TF_STATIC_TOPIC = "/tf", "/tf_static"  # in the bags `process` writes: odom -> base_link, base_link -> sensors
 
 _NS = 1_000_000_000
 _ANGULAR_NOT_PROVIDED = 3 * 6 + 3  # TwistWithCovariance.covariance index of (wx, wx)
@@ -727,6 +729,17 @@ def markers_msg(state: TruthSample, stamp_ns: int, store: Typestore | None = Non
         out.append(marker("tire_load", i, _MARKER_ARROW, identity, (0.06, 0.12, 0.15), (0.2, 0.8, 0.2, 1.0),
                           [point(x=float(a[0]), y=float(a[1]), z=float(a[2])) for a in (base, tip_v)]))
     return types[MARKER_ARRAY](markers=out)
+
+
+def tf_msg(transforms: Iterable[tuple[int, str, str, Any, Any]], store: Typestore | None = None) -> Any:
+    """tf2_msgs/TFMessage of ``(stamp_ns, parent frame, child frame, translation (3,) m, rotation wxyz)`` tuples."""
+    store = store or typestore()
+    t = store.types
+    return t[TF_MESSAGE](transforms=[t["geometry_msgs/msg/TransformStamped"](
+        header=_header(store, stamp_ns, parent), child_frame_id=child,
+        transform=t["geometry_msgs/msg/Transform"](translation=_vector3(store, translation, f"{child} translation"),
+                                                   rotation=t["geometry_msgs/msg/Quaternion"](x=float(q[1]), y=float(q[2]), z=float(q[3]), w=float(q[0]))))
+        for stamp_ns, parent, child, translation, q in transforms])
 
 
 def pose_stamped_msg(stamp_ns: int, position, q_wxyz, store: Typestore | None = None, frame: str = ODOM_FRAME) -> Any:
