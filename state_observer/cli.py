@@ -41,7 +41,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     return record.simulate_command(
         args.manoeuvre, args.out, vehicle=args.vehicle, sensors=args.sensors,
-        duration_s=args.duration, seed=args.seed, force=args.force, storage=args.storage,
+        duration_s=args.duration, seed=args.seed, force=args.force, storage=args.storage, bag_version=args.bag_version,
         start_time_s=args.start_time)
 
 
@@ -50,7 +50,7 @@ def _process(args: argparse.Namespace) -> int:
 
     return process_command(args.bag, args.out, params=args.params, vehicle=args.vehicle, observer=args.observer,
                            force=args.force, report=not args.no_report, allow_dropped=args.allow_dropped, check=args.check,
-                           storage=args.storage)
+                           storage=args.storage, bag_version=args.bag_version)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -240,6 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--force", action="store_true", help="replace an existing bag at BAG")
     simulate.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap",
                           help="rosbag2 storage format (default: mcap, rosbag2's default since Iron)")
+    simulate.add_argument("--bag-version", type=int, choices=(8, 9), default=9,
+                          help="rosbag2 metadata version (default 9; 8 for Humble's ros2 bag)")
     simulate.add_argument("--start-time", type=_start_time, default=1767225600.0, metavar="S",
                           help="time of the first sample, seconds since the Unix epoch (default: 2026-01-01T00:00:00Z)")
     simulate.set_defaults(func=_simulate)
@@ -259,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="exit 0 even when a sensor stream was wholly dropped (a warning line instead of an error)")
     process.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap",
                          help="storage of the output bag (default: mcap, rosbag2's default since Iron)")
+    process.add_argument("--bag-version", type=int, choices=(8, 9), default=9,
+                         help="rosbag2 metadata version of the output bag (default 9; 8 for Humble's ros2 bag)")
     process.add_argument("--check", action="store_true", help="run `state-observer check` on BAG first and stop if it fails")
     process.set_defaults(func=_process)
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from .conventions import sideslip_rad
 from .estimation.online import OpenLoop, StreamLoss, stream_losses
-from .io.bag import DEFAULT_STORAGE, BagWriter, IoError, bag_info, custom_data, read_messages
+from .io.bag import BAG_VERSION, DEFAULT_STORAGE, BagWriter, IoError, bag_info, custom_data, read_messages
 from .io.convert import OUTPUT_TOPICS, SENSOR_MSGTYPES, TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC, tf_msg
 from .io.record import DATUM_KEY
 from .io.params import ObserverConfig, load_config
@@ -196,7 +196,8 @@ def baselines(estimate: dict, truth: dict, gnss: dict, open_loop: dict | None, g
 
 
 def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | None = None, *, overwrite: bool = False,
-                report: bool = True, skip_s: float = 20.0, progress=None, say=None, storage: str = DEFAULT_STORAGE) -> dict:
+                report: bool = True, skip_s: float = 20.0, progress=None, say=None, storage: str = DEFAULT_STORAGE,
+                bag_version: int = BAG_VERSION) -> dict:
     """Run the observer over ``bag`` and write ``out_dir`` (module docstring); returns the summary.
     ``progress(t_s, duration_s)`` follows the bag; ``say(text)`` is told each other phase (the command prints them);
     with ``say`` the kernels are also loaded (or, on a fresh install, compiled) before the bag is read.
@@ -225,7 +226,7 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
         shutil.rmtree(stage)  # what a failed earlier run left
     stage.mkdir(parents=True)
     summary = _process_into(bag, stage, target, info, wanted, config, report=report, skip_s=skip_s, progress=progress, say=say,
-                            storage=storage)
+                            storage=storage, bag_version=bag_version)
     if target.exists():
         old = target.with_name(target.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
@@ -261,7 +262,7 @@ class _TfWriter:
 
 
 def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict, config: ObserverConfig, *, report: bool,
-                  skip_s: float, progress, say, storage: str = DEFAULT_STORAGE) -> dict:
+                  skip_s: float, progress, say, storage: str = DEFAULT_STORAGE, bag_version: int = BAG_VERSION) -> dict:
     """The body of :func:`process_bag`: the run written into the (new, empty) folder ``out_dir``, which becomes
     ``final_dir`` when it has completed (the summary and report name that)."""
     datum_note = "configured" if config.settings.datum is not None else "first good fix"
@@ -294,7 +295,7 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
     n_in = 0
     tf = _TfWriter(observer, config, pipeline.store) if config.publish_tf else None
     start = time.perf_counter()
-    with BagWriter(out_dir / "bag", overwrite=True, storage=storage, custom_data={"source": str(bag), "tool": "state-observer process"}) as writer:
+    with BagWriter(out_dir / "bag", overwrite=True, storage=storage, version=bag_version, custom_data={"source": str(bag), "tool": "state-observer process"}) as writer:
         kinds = {topic: kind for kind, topic in wanted.items()}
         for topic, log_ns, msg in read_messages(bag, kinds):
             n_in += 1
@@ -414,7 +415,7 @@ def never_started(summary: dict, config: ObserverConfig) -> str:
 
 def process_command(bag: str, out: str, params: str | None = None, vehicle: str | None = None, observer: str | None = None,
                     force: bool = False, report: bool = True, allow_dropped: bool = False, check: bool = False,
-                    storage: str = DEFAULT_STORAGE) -> int:
+                    storage: str = DEFAULT_STORAGE, bag_version: int = BAG_VERSION) -> int:
     """CLI body: one line on bad input, a summary table otherwise; a warning line per stream more than half dropped,
     and exit 1 with one line per stream wholly dropped (the outputs stay) unless ``allow_dropped``.  ``check``: run
     ``state-observer check`` first and stop if it fails."""
@@ -439,7 +440,7 @@ def process_command(bag: str, out: str, params: str | None = None, vehicle: str 
             line.finish()
             print(f"process: {text}", file=sys.stderr, flush=True)
 
-        summary = process_bag(bag, out, config, overwrite=force, report=report, progress=line, say=say, storage=storage)
+        summary = process_bag(bag, out, config, overwrite=force, report=report, progress=line, say=say, storage=storage, bag_version=bag_version)
         line.finish()
     except (IoError, ValueError, FileNotFoundError, AcceleratorUnavailable, BuildError) as exc:
         print(f"state-observer process: {exc}", file=sys.stderr)

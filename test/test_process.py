@@ -89,3 +89,19 @@ def test_process_rejects_a_bag_without_sensor_topics(tmp_path):
         writer.write("/chatter", "std_msgs/msg/String", store.types["std_msgs/msg/String"](data="hi"), 1)
     result = _cli(bag, "--out", tmp_path / "out")
     assert result.returncode == 1 and "none of the sensor topics" in result.stderr and "/chatter" in result.stderr
+
+
+def test_a_version_8_bag_for_humble_readers(short_bag, tmp_path):
+    """--bag-version 8 (issue 16): metadata version 8 with offered_qos_profiles as a YAML string, as Humble's rosbag2
+    reads it (version 9 writes a list); the bag reads back."""
+    import yaml
+
+    from state_observer.io.bag import bag_info
+
+    out = tmp_path / "run"
+    result = _cli(short_bag, "--out", out, "--bag-version", "8", "--no-report")
+    assert result.returncode == 0, result.stderr
+    info = yaml.safe_load((out / "bag" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert info["version"] == 8 and info["storage_identifier"] == "mcap"
+    assert all(isinstance(t["topic_metadata"]["offered_qos_profiles"], str) for t in info["topics_with_message_count"])
+    assert bag_info(out / "bag").topics["/state_observer/odometry"][1] > 500

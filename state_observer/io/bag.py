@@ -57,6 +57,7 @@ __all__ = [
     "BagWriter",
     "IoError",
     "TopicStatistics",
+    "BAG_VERSION",
     "DEFAULT_STORAGE",
     "read_messages",
     "read_raw",
@@ -67,6 +68,7 @@ __all__ = [
 STORAGES: dict[str, StoragePlugin] = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}
 DEFAULT_STORAGE = "mcap"  # rosbag2's default since Iron
 BAG_VERSION = 9
+BAG_VERSIONS = (8, 9)  # 8: for Humble's rosbag2 (offered_qos_profiles as a YAML string)
 
 # Files a rosbag2 directory may hold; --force removes a directory only if it has nothing else.
 _BAG_FILE_SUFFIXES = (".db3", ".mcap", ".db3-shm", ".db3-wal", ".db3-journal", ".zstd")
@@ -99,7 +101,10 @@ class BagWriter:
         Replace ``path`` if it exists; only a rosbag2 directory (metadata.yaml, .db3, .mcap
         files) is ever removed. Without it an existing path is an ``IoError``.
     storage
-        ``"sqlite3"`` (the rosbag2 default) or ``"mcap"``.
+        ``"mcap"`` (rosbag2's default since Iron) or ``"sqlite3"``.
+    version
+        rosbag2 metadata version: 9 (Jazzy and later), or 8 for older readers (Humble's rosbag2 reads
+        ``offered_qos_profiles`` as a YAML string, which version 8 writes).
     topics
         Sensor topic per stream kind, overriding ``SENSOR_TOPICS`` (e.g. ``{"imu": "/imu"}``).
     truth_topics, truth_frames
@@ -115,8 +120,11 @@ class BagWriter:
                  truth_topics: Mapping[str, str] | None = None,
                  truth_frames: TruthFrames = TruthFrames(),
                  custom_data: Mapping[str, str] | None = None,
-                 store: Typestore | None = None) -> None:
+                 store: Typestore | None = None, version: int = BAG_VERSION) -> None:
         self.path = Path(path)
+        if version not in BAG_VERSIONS:
+            raise IoError(f"{self.path}: bag version {version!r}; use one of {', '.join(map(str, BAG_VERSIONS))}")
+        self.version = version
         if storage not in STORAGES:
             raise IoError(f"{self.path}: unknown storage {storage!r}; use one of {', '.join(STORAGES)}")
         self.storage = storage
@@ -152,7 +160,7 @@ class BagWriter:
         try:
             if self.path.exists():
                 shutil.rmtree(self.path)
-            writer = Writer(self.path, version=BAG_VERSION, storage_plugin=STORAGES[self.storage])
+            writer = Writer(self.path, version=self.version, storage_plugin=STORAGES[self.storage])
             for key, value in self._custom_data.items():
                 writer.set_custom_data(str(key), str(value))
             writer.open()

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable
 
-from state_observer.io.bag import DEFAULT_STORAGE, BagWriter, IoError
+from state_observer.io.bag import BAG_VERSION, DEFAULT_STORAGE, BagWriter, IoError
 from state_observer.io.convert import truth_stamp_ns
 from state_observer.progress import TimeProgress
 
@@ -82,7 +82,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 def simulate_command(manoeuvre: str, out: str | Path, *, vehicle: str | Path | None = None,
                      sensors: str | Path | None = None, duration_s: float | None = None,
-                     seed: int = 0, force: bool = False, storage: str = DEFAULT_STORAGE,
+                     seed: int = 0, force: bool = False, storage: str = DEFAULT_STORAGE, bag_version: int = BAG_VERSION,
                      start_time_s: float = DEFAULT_START_TIME_S,
                      stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
     """Simulate ``manoeuvre`` and record it to the bag ``out``; the process exit code.
@@ -131,7 +131,7 @@ def simulate_command(manoeuvre: str, out: str | Path, *, vehicle: str | Path | N
     except (OSError, ValueError) as exc:
         return fail(f"{sensors or 'default sensors'}: {exc}", 2)
     try:
-        writer = BagWriter(out, overwrite=force, storage=storage, custom_data=provenance)
+        writer = BagWriter(out, overwrite=force, storage=storage, custom_data=provenance, version=bag_version)
     except IoError as exc:
         return fail(str(exc))
 
