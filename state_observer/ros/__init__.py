@@ -7,3 +7,6 @@
 
 Only this subpackage imports rclpy.
 """
+
+# bag_recorder logs this once every recorded topic has a publisher; ros/demo waits for it before playing the bag
+PUBLISHERS_FOUND = "publishers found on all"

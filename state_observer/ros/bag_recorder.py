@@ -29,6 +29,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rclpy.validate_topic_name import validate_topic_name
 
 from state_observer.io.bag import DEFAULT_STORAGE, STORAGES, BagWriter, IoError
+from state_observer.ros import PUBLISHERS_FOUND
 from state_observer.io.convert import OUTPUT_TOPICS
 from state_observer.ros.common import ParameterError, declare, message_class, run
 
@@ -109,6 +110,11 @@ class BagRecorder(Node):
                                             clock=Clock(clock_type=ClockType.STEADY_TIME))
             self._discover()
         self.get_logger().info(f"recording {len(pending)} topic(s) to {output} ({storage})")
+        # one line once every recorded topic has a publisher in the graph: a caller that starts the data only then
+        # (the demo) loses nothing to discovery
+        self._all_topics = list(pending)
+        self._publisher_watch = self.create_timer(DISCOVERY_PERIOD_S, self._watch_publishers,
+                                                  clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     @property
     def done(self) -> bool:
@@ -136,6 +142,12 @@ class BagRecorder(Node):
             self._subscribe(topic, graph[topic][0])
         if not self._pending and self._timer is not None:
             self._timer.cancel()
+
+    def _watch_publishers(self) -> None:
+        recorded = [t for t in self._all_topics if t not in self.skipped]
+        if recorded and all(self.count_publishers(t) > 0 for t in recorded):
+            self.get_logger().info(f"{PUBLISHERS_FOUND} {len(recorded)} recorded topic(s)")
+            self._publisher_watch.cancel()
 
     def _on_message(self, topic: str, msgtype: str, data: bytes) -> None:
         if self._writer is None:

@@ -27,6 +27,7 @@ import yaml
 from state_observer.io.bag import custom_data, read_messages
 from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, SENSOR_TOPICS
 from state_observer.io.record import DATUM_KEY, simulate_command
+from state_observer.ros import PUBLISHERS_FOUND
 
 MASS_ERROR = 0.15
 
@@ -149,6 +150,9 @@ def _replay(out: Path, bag: Path, params: Path, rate: float, duration_s: float) 
         _wait_for_line(logs / "observer_node.log", "listening on", procs["observer_node"], "observer_node", 1800.0)
         node_start_s = time.monotonic() - start
         print(f"demo: observer_node ready after {node_start_s:.1f} s", flush=True)
+        # the recorder must see the node's publishers before the data starts, or the first outputs are lost (a fresh
+        # machine's discovery took 3.6 s once, and the demo counted 92 % of process's odometry)
+        _wait_for_line(logs / "bag_recorder.log", PUBLISHERS_FOUND, procs["bag_recorder"], "bag_recorder (the node's publishers)", 120.0)
         play_start = time.monotonic()
         procs["bag_player"] = _node("bag_player", ["-p", f"bag:={bag}", "-p", f"rate:={rate}", "-p", "wait_for_subscribers_s:=60.0",
                                                    "-p", f"topics:={list(SENSOR_TOPICS.values())}"], env, logs / "bag_player.log")
