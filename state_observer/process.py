@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .conventions import sideslip_rad
+from .conventions import sideslip_rad, yaw_rad
 from .estimation.online import OpenLoop, StreamLoss, stream_losses
 from .io.bag import BAG_VERSION, DEFAULT_STORAGE, BagWriter, IoError, bag_info, custom_data, read_messages
 from .io.convert import OUTPUT_TOPICS, SENSOR_MSGTYPES, TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC, tf_msg
@@ -54,8 +54,7 @@ def _angles(q_wxyz) -> tuple[float, float, float]:
     w, x, y, z = q_wxyz
     roll = math.atan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
     pitch = math.asin(max(-1.0, min(1.0, 2 * (w * y - z * x))))
-    yaw = math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-    return roll, pitch, yaw
+    return roll, pitch, yaw_rad(q_wxyz)
 
 
 def _row(t_s, position, q_wxyz, v_body, yaw_rate, forces, mass, friction) -> list:

@@ -37,12 +37,11 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import SolverError
+from ..errors import FilterDivergence, SolverError
 from ..mbs.integrators import ALI3P, initial_accelerations
 from ..mbs.kinematics import solve_position, solve_velocity, velocity_transform
 from ..mbs.linkages import Linkage, five_bar, four_bar
 from .kalman import GateCache, SensorStatistics, sequential_update, white_acceleration_covariance
-from ..errors import FilterDivergence
 
 DT = 5e-3  # MB time step of the chapter-4 tests (s)
 SENSOR_SIGMA = math.pi / 180.0  # rad (encoders) or rad/s (gyros), §4.7

@@ -38,6 +38,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ..conventions import yaw_rad
 from ..errors import ConfigError
 from ..sensors.geodesy import LocalENU
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
@@ -226,7 +227,7 @@ class ModelInputs:
         self.steering_rate = 0.0  # finite difference of the last two samples (the detailed model's rack driver)
         self._steering_ns = None
         self.torque = np.zeros(4)
-        self.direction = np.ones(4)  # sign of each wheel's last measured rate above REVERSE_MIN_RATE_RAD_S (+1: forward)
+        self.direction = np.ones(4)  # sign of each wheel's last measured rate above DIRECTION_MIN_RATE_RAD_S (+1: forward)
         self.torques_known = False  # a torque was measured (else the model's zero torques are a guess)
         self._changed = True
 
@@ -276,10 +277,10 @@ def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initi
 
     vehicle = ReducedVehicle(desc, mu=initial_friction or None, linear_solver=linear_solver, dt_s=dt_s)
     if initial_mass_kg:
-        if initial_mass_kg <= vehicle.unsprung_mass.sum():
-            raise ConfigError(f"initial_mass_kg: {initial_mass_kg:g} kg is not more than the vehicle file's unsprung masses "
-                              f"({vehicle.unsprung_mass.sum():.0f} kg; the car weighs {vehicle.total_mass_kg:.0f} kg)", key="initial_mass_kg")
-        vehicle.set_total_mass(initial_mass_kg)
+        try:
+            vehicle.set_total_mass(initial_mass_kg)
+        except ValueError as exc:
+            raise ConfigError(f"initial_mass_kg: {exc}", key="initial_mass_kg") from None
     if observer == "spi_reduced":
         from .spi import SpiSettings, VehicleSPI
 
@@ -669,9 +670,7 @@ class OnlineObserver:
             o = self._odometry()
         except Exception:  # noqa: BLE001 - a broken state has no pose to resume from
             return None
-        w, x, y, z = (float(v) for v in o.orientation_wxyz)
-        pose = (float(o.position_m[0]), float(o.position_m[1]), math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)),
-                float(o.velocity_body_m_s[0]))
+        pose = (float(o.position_m[0]), float(o.position_m[1]), yaw_rad(o.orientation_wxyz), float(o.velocity_body_m_s[0]))
         return pose if all(math.isfinite(v) for v in pose) else None
 
     def _start(self, stamp_ns: int, xy, yaw: float, speed: float, antenna: bool = False) -> None:

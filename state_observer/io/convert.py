@@ -544,11 +544,15 @@ def _parameter_fields(truth: TruthSample, u: Uncertainty) -> dict:
                 cornering_stiffness_scale_rear_sigma=float(rear["sigma"]), cornering_stiffness_rear_status=int(rear["status"]))
 
 
+def _quaternion_msg(store: Typestore, q_wxyz) -> Any:
+    return store.types["geometry_msgs/msg/Quaternion"](x=float(q_wxyz[1]), y=float(q_wxyz[2]), z=float(q_wxyz[3]), w=float(q_wxyz[0]))
+
+
 def _pose_msg(store: Typestore, position, q_wxyz) -> Any:
     types = store.types
     return types["geometry_msgs/msg/Pose"](
         position=types["geometry_msgs/msg/Point"](x=float(position[0]), y=float(position[1]), z=float(position[2])),
-        orientation=types["geometry_msgs/msg/Quaternion"](x=float(q_wxyz[1]), y=float(q_wxyz[2]), z=float(q_wxyz[3]), w=float(q_wxyz[0])))
+        orientation=_quaternion_msg(store, q_wxyz))
 
 
 def odometry_msg(position, q_wxyz, v_body, omega_body, stamp_ns: int, store: Typestore, frames: TruthFrames = TruthFrames(),
@@ -738,7 +742,7 @@ def tf_msg(transforms: Iterable[tuple[int, str, str, Any, Any]], store: Typestor
     return t[TF_MESSAGE](transforms=[t["geometry_msgs/msg/TransformStamped"](
         header=_header(store, stamp_ns, parent), child_frame_id=child,
         transform=t["geometry_msgs/msg/Transform"](translation=_vector3(store, translation, f"{child} translation"),
-                                                   rotation=t["geometry_msgs/msg/Quaternion"](x=float(q[1]), y=float(q[2]), z=float(q[3]), w=float(q[0]))))
+                                                   rotation=_quaternion_msg(store, q)))
         for stamp_ns, parent, child, translation, q in transforms])
 
 

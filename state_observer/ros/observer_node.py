@@ -23,6 +23,7 @@ from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
+from state_observer.conventions import yaw_rad
 from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, SENSOR_MSGTYPES, make_typestore
 from state_observer.io.params import NODE_NAME, PARAMETERS, applies_to, check, config_from, params_file_sections
 from state_observer.io.pipeline import DropWatch, ObserverPipeline, load_observer
@@ -174,7 +175,7 @@ class ObserverNode(Node):
             self.get_logger().warning(f"set_pose in frame {frame!r} ignored: poses are taken in {self.config.odom_frame!r}")
             return
         p, q = msg.pose.pose.position, msg.pose.pose.orientation
-        yaw = math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+        yaw = yaw_rad((q.w, q.x, q.y, q.z))
         try:
             self.pipeline.observer.set_pose(p.x, p.y, yaw)
         except ValueError as exc:

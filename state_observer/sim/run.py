@@ -9,6 +9,7 @@ import numpy as np
 
 from .manoeuvres import MANOEUVRES, Driver, Manoeuvre, make_manoeuvre
 from .truth import TruthSample
+from ..conventions import yaw_rad
 from ..errors import SimulationError
 
 __all__ = ["MANOEUVRES", "SimulationError", "VehicleInputs", "make_driver", "run", "simulate", "start_on_path", "path_start"]
@@ -29,11 +30,6 @@ def make_driver(vehicle, manoeuvre: Manoeuvre) -> Driver:
         max_brake_n_m=[c.max_brake_torque_n_m for c in corners],
         max_steering_rad=desc.steering.max_steering_wheel_angle_rad,
     )
-
-
-def _yaw(orientation_wxyz: np.ndarray) -> float:
-    w, x, y, z = orientation_wxyz
-    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
 class VehicleInputs(NamedTuple):
@@ -81,7 +77,7 @@ def run(vehicle, manoeuvre: Manoeuvre, progress: Callable[[float, float], None] 
     previous_sw = 0.0
     for k in range(steps):
         t = truth.t_s
-        yaw = _yaw(truth.orientation_wxyz)
+        yaw = yaw_rad(truth.orientation_wxyz)
         v = truth.velocity_enu_m_s
         speed = math.copysign(float(np.hypot(v[0], v[1])), v[0] * math.cos(yaw) + v[1] * math.sin(yaw))  # < 0 reversing
         if replay is not None:

@@ -189,7 +189,8 @@ class ReducedVehicle:
         """Change the vehicle mass by changing the sprung mass (centre of mass kept, inertia scaled with it)."""
         sprung = self.sprung_mass + (float(mass_kg) - self.total_mass_kg)
         if not sprung > 0.0:
-            raise ValueError(f"vehicle mass {mass_kg} kg leaves no sprung mass")
+            raise ValueError(f"{float(mass_kg):g} kg is not more than the vehicle file's unsprung masses "
+                             f"({self.unsprung_mass.sum():.0f} kg; the car weighs {self.total_mass_kg:.0f} kg)")
         body = self.body
         body[kern.B_SPRUNG_I : kern.B_SPRUNG_I + 9] *= sprung / body[kern.B_SPRUNG_M]
         body[kern.B_SPRUNG_M] = sprung
