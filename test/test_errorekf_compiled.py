@@ -113,7 +113,8 @@ def test_covariance_propagation_and_feedback_match_the_dense_forms(filt):
     f = filt
     F = f._transition()  # also refreshes G, A, B, M
     P = f.P.copy()
-    ekf._propagate_fe(P, f._G, f.dt, f.plant, np.empty_like(P))
+    assert np.all(f._extra_decay[: len(f.force_names)] < 1.0) and np.all(f._extra_decay[len(f.force_names) :] == 1.0)
+    ekf._propagate_fe(P, f._G, f.dt, f.plant, f._extra_decay, np.empty_like(P))
     expected = F @ f.P @ F.T + f.plant
     np.testing.assert_allclose(P, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
     solver = f.vehicle.solver
@@ -194,3 +195,33 @@ def test_parameter_states_predict_the_model_response(filt):
         np.testing.assert_allclose(response[:6], predicted[:6], rtol=0, atol=0.06 * np.abs(response[:6]).max(), err_msg=name)
     b = f.gyro_bias_col - 2 * N
     assert not f._Gp[:, b : b + 6].any()  # the biases act on the measurements only
+
+
+def test_force_correction_turns_with_the_heading_and_fades_as_its_covariance_does():
+    """The x-y force correction is fixed to the heading (a drag correction stays along the car through a turn), and the
+    force errors are first-order Gauss-Markov in the covariance as in the correction: with no measurement their variance
+    tends to walk^2 tau / 2, not to infinity."""
+    from state_observer.paths import default_vehicle_path
+    from state_observer.sim.sensors import mounts_from_vehicle
+    from state_observer.vehicle.description import load_vehicle
+    from state_observer.vehicle.reduced import ReducedVehicle
+
+    desc = load_vehicle(default_vehicle_path())
+    settings = ErrorEkfSettings(force_walk_saturation=0.0, force_walk_rate=0.0)
+    f = VehicleErrorEKF(ReducedVehicle(desc), mounts_from_vehicle(desc), settings)
+    f.start(speed_m_s=15.0, yaw_rad=0.3)
+    assert f.predict()
+    yaw = float(f.vehicle.solver.q[5])
+    f.vehicle.force_correction[:2] = 800.0 * np.array([np.cos(yaw), np.sin(yaw)])  # 800 N along the car, east-north
+    f.vehicle.solver.q[5] = yaw + 0.5  # the car has turned by 0.5 rad
+    assert f.predict()
+    fc = f.vehicle.force_correction[:2]
+    decay = np.exp(-f.dt / settings.force_memory_s)
+    np.testing.assert_allclose(np.hypot(*fc), 800.0 * decay, rtol=1e-12)
+    np.testing.assert_allclose(np.arctan2(fc[1], fc[0]), yaw + 0.5, atol=1e-9)  # still along the car
+    # Gauss-Markov variance: from the initial sigma towards walk^2 tau / 2 within a few tau (no measurements)
+    k = 2 * N + f.force_names.index("lateral")
+    for _ in range(int(8 * settings.force_memory_s / f.dt)):  # the prior fades as exp(-2 t / tau)
+        assert f.predict()
+    stationary = settings.force_walk["lateral"] ** 2 * settings.force_memory_s / 2.0
+    assert f.P[k, k] == pytest.approx(stationary, rel=0.05)

@@ -75,7 +75,7 @@ def test_sensor_faults_leave_the_estimate_finite_and_recovering(scenario):
 def test_error_transition_is_the_trapezoidal_rule(scenario):
     """F of the errorEKF-FE equals (I - h/2 J)^-1 [(I + h/2 J), h [0; -M^-1 Dr]] with J = [[0, I], [-M^-1 K, -M^-1 C]] (K, C
     the model's tangent with the columns the filter takes from differences, Dr the force residual's response to the
-    extra states), the extra states random walks."""
+    extra states), the force errors first-order Gauss-Markov, the other extra states random walks."""
     from state_observer.estimation.errorekf import N, VehicleErrorEKF
     from state_observer.sim.sensors import mounts_from_vehicle
     from state_observer.vehicle.reduced import ReducedVehicle
@@ -98,7 +98,9 @@ def test_error_transition_is_the_trapezoidal_rule(scenario):
     rhs = np.hstack([I2 + 0.5 * h * J, np.vstack([np.zeros((N, Dr.shape[1])), -h * np.linalg.solve(M, Dr)])])
     expected = np.linalg.solve(I2 - 0.5 * h * J, rhs)
     np.testing.assert_allclose(F[: 2 * N], expected, atol=1e-9 * np.abs(expected).max())
-    np.testing.assert_array_equal(F[2 * N :, 2 * N :], np.eye(F.shape[0] - 2 * N))
+    decay = np.ones(F.shape[0] - 2 * N)  # force errors: first-order Gauss-Markov; biases: random walks
+    decay[: len(filt.force_names)] = np.exp(-h / filt.settings.force_memory_s)
+    np.testing.assert_allclose(F[2 * N :, 2 * N :], np.diag(decay), rtol=1e-15)
     # no growth of the error without measurements beyond the heading's neutral mode (a turning car's heading error grows by
     # well under a per cent per second: |lambda| - 1 < 1e-4 per 4 ms step)
     assert np.abs(np.linalg.eigvals(F)).max() < 1.0 + 1e-4
