@@ -225,3 +225,33 @@ def test_force_correction_turns_with_the_heading_and_fades_as_its_covariance_doe
         assert f.predict()
     stationary = settings.force_walk["lateral"] ** 2 * settings.force_memory_s / 2.0
     assert f.P[k, k] == pytest.approx(stationary, rel=0.05)
+
+
+def test_gnss_is_used_horizontally_the_altitude_is_the_roads():
+    """A fix 30 m above the model (a hill the flat-road model does not know) is accepted for its horizontal position and
+    moves no vertical state; GNSS velocity likewise (2 rows each)."""
+    from state_observer.paths import default_vehicle_path
+    from state_observer.sim.sensors import mounts_from_vehicle
+    from state_observer.vehicle.description import load_vehicle
+    from state_observer.vehicle.reduced import ReducedVehicle
+
+    desc = load_vehicle(default_vehicle_path())
+    f = VehicleErrorEKF(ReducedVehicle(desc), mounts_from_vehicle(desc))
+    f.start(speed_m_s=15.0)
+    for _ in range(20):
+        assert f.predict()
+        f.correct()
+    assert f.predict()
+    h, _ = f._h_gnss_position()
+    assert f.update_gnss_fix(h + np.array([0.5, -0.3, 30.0]), np.diag([1.0, 1.0, 4.0]))
+    assert f.stats["gnss_fix"].dof == 2
+    assert f.x[0] > 0.0 and f.x[1] < 0.0  # moved towards the fix horizontally
+    assert abs(f.x[2]) < 1e-6 and abs(f.x[N + 2]) < 1e-5  # the height and vertical speed stay the model's
+    v, _ = f._h_gnss_velocity()
+    x0, P0 = f.x.copy(), f.P.copy()
+    results = []
+    for climb in (3.0, 0.0):  # the vertical velocity changes nothing
+        f.x[:], f.P[:] = x0, P0
+        assert f.update_gnss_velocity(v + np.array([0.1, 0.0, climb]), np.eye(3) * 0.01)
+        results.append(f.x.copy())
+    np.testing.assert_array_equal(results[0], results[1])

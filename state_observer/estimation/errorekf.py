@@ -379,10 +379,10 @@ class SensorBookkeeping:
         mean = np.mean([o for _, o in self._rejected_offsets], axis=0)
         if np.hypot(mean[0], mean[1]) > s.reacquire_far_m and waited < s.reacquire_far_after_s:
             return False  # a jump the wheels and the IMU could not have missed: a receiver's error until it persists
-        self._shift_position(mean)
-        self.P[:3, :] = 0.0
-        self.P[:, :3] = 0.0
-        self.P[:3, :3] = np.asarray(covariance_m2, float) + np.eye(3) * 1e-3
+        self._shift_position(np.array([mean[0], mean[1], 0.0]))  # horizontally: the road's height is not the car's
+        self.P[:2, :] = 0.0
+        self.P[:, :2] = 0.0
+        self.P[:2, :2] = np.asarray(covariance_m2, float)[:2, :2] + np.eye(2) * 1e-3
         self._rejected_since = None
         self.n_resets += 1
         return False
@@ -692,21 +692,25 @@ class VehicleErrorEKF(SensorBookkeeping):
 
     def update_gnss_fix(self, antenna_enu_m: np.ndarray, covariance_m2: np.ndarray, age_s: float = 0.0) -> bool:
         """GNSS antenna position in the local ENU frame (m) with its covariance (3, 3), measured ``age_s``
-        before the model's time (the prediction is moved back along the antenna velocity)."""
+        before the model's time (the prediction is moved back along the antenna velocity).  The horizontal part only:
+        the model drives a flat road, and the altitude tells how high the road is, not how high the chassis stands on
+        it (on a hill a 3-D fix would lift the model off its tires, or be gated for good)."""
         if "gnss_fix" not in self.settings.enabled_sensors:
             return False
         h, H = self._h_gnss_position()
         if age_s:
             h = h - age_s * self._h_gnss_velocity()[0]
-        accepted = self._apply("gnss_fix", antenna_enu_m, h, H, covariance_m2)
-        return self._after_gnss_fix(accepted, antenna_enu_m, lambda: h, covariance_m2)
+        y, cov = np.asarray(antenna_enu_m, float), np.asarray(covariance_m2, float)
+        accepted = self._apply("gnss_fix", y[:2], h[:2], H[:2], cov[:2, :2])
+        return self._after_gnss_fix(accepted, y, lambda: h, cov)
 
     def _shift_position(self, offset_m: np.ndarray) -> None:
         self._correct_state(np.concatenate([offset_m, np.zeros(N - 3)]), np.zeros(N))
 
     def update_gnss_velocity(self, velocity_enu_m_s: np.ndarray, covariance: np.ndarray) -> bool:
+        """GNSS antenna velocity (ENU, m/s) with its covariance (3, 3); horizontal part only, as the fix."""
         h, H = self._h_gnss_velocity()
-        return self._apply("gnss_velocity", velocity_enu_m_s, h, H, covariance)
+        return self._apply("gnss_velocity", np.asarray(velocity_enu_m_s, float)[:2], h[:2], H[:2], np.asarray(covariance, float)[:2, :2])
 
     def update_imu(self, angular_velocity_rad_s: np.ndarray, linear_acceleration_m_s2: np.ndarray, gyro_sigma, accel_sigma) -> tuple[bool, bool]:
         """IMU sample in the sensor frame: gyroscope (rad/s) and specific force (m/s^2), 1-sigma per axis (scalar or (3,));
