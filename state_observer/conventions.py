@@ -1,7 +1,10 @@
-"""Conventions shared by the whole package (a ground floor every layer may import; it imports nothing of the package)."""
+"""Conventions shared by the whole package (a ground floor every layer may import; it imports nothing of the package):
+attitude quaternions (w, x, y, z, body -> ENU), heading and sideslip."""
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 MIN_SIDESLIP_SPEED_M_S = 0.5  # below this horizontal speed the sideslip angle is reported as 0 (undefined at rest)
 
@@ -11,6 +14,31 @@ def yaw_rad(q_wxyz) -> float:
     (yaw-pitch-roll) angles."""
     w, x, y, z = (float(v) for v in q_wxyz)
     return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+def quaternion_to_matrix(q_wxyz) -> np.ndarray:
+    """Rotation matrix (3, 3) of a quaternion (w, x, y, z); it is normalised first."""
+    w, x, y, z = np.asarray(q_wxyz, dtype=float) / np.linalg.norm(q_wxyz)
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+def rotation_from_rpy(roll_rad: float, pitch_rad: float, yaw_rad: float) -> np.ndarray:
+    """Rotation matrix R = Rz(yaw) Ry(pitch) Rx(roll) (URDF ``rpy``: fixed axes x, y, z in that order).
+
+    Used for a sensor mounting it takes sensor-frame components to base_link components.
+    """
+    cr, sr = math.cos(roll_rad), math.sin(roll_rad)
+    cp, sp = math.cos(pitch_rad), math.sin(pitch_rad)
+    cy, sy = math.cos(yaw_rad), math.sin(yaw_rad)
+    return np.array([
+        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+        [-sp, cp * sr, cp * cr],
+    ])
 
 
 def sideslip_rad(v_x: float, v_y: float) -> float:

@@ -65,8 +65,8 @@ def _row(t_s, position, q_wxyz, v_body, yaw_rate, forces, mass, friction) -> lis
 
 
 def _state_row(t_ns: int, s, t0_ns: int) -> list:
-    """Report row (ROW_COLUMNS) of a model state (TruthSample) at ``t_ns``."""
-    from .sim.sensors import quaternion_to_matrix
+    """Report row (ROW_COLUMNS) of a model state (VehicleState) at ``t_ns``."""
+    from .conventions import quaternion_to_matrix
 
     v_body = quaternion_to_matrix(s.orientation_wxyz).T @ s.velocity_enu_m_s
     return _row((t_ns - t0_ns) * 1e-9, s.position_enu_m, s.orientation_wxyz, v_body, s.angular_velocity_body_rad_s[2], s.tire_force_n,
@@ -74,7 +74,7 @@ def _state_row(t_ns: int, s, t0_ns: int) -> list:
 
 
 def _estimate_row(e, t0_ns: int) -> list:
-    from .sim.sensors import quaternion_to_matrix
+    from .conventions import quaternion_to_matrix
 
     row = _state_row(e.stamp_ns, e.state, t0_ns)
     v_body = quaternion_to_matrix(e.state.orientation_wxyz).T @ e.state.velocity_enu_m_s

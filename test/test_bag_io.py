@@ -32,7 +32,7 @@ from state_observer.sensors.samples import (
     SteeringSample,
     WheelSample,
 )
-from state_observer.sim.truth import TruthSample
+from state_observer.vehicle.state import VehicleState
 
 REPO = Path(__file__).resolve().parents[1]
 STORAGES = ("sqlite3", "mcap")
@@ -99,7 +99,7 @@ def quaternion(yaw, pitch=0.0, roll=0.0):
 
 
 def truth(t_s, yaw=math.pi / 2, pitch=0.02, roll=-0.03, v_enu=(0.5, 12.0, 0.1)):
-    return TruthSample(
+    return VehicleState(
         t_s=t_s,
         position_enu_m=np.array([1.0 + t_s, 2.0, 0.3]),
         orientation_wxyz=quaternion(yaw, pitch, roll),

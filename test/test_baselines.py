@@ -17,7 +17,8 @@ import pytest
 from state_observer.sensors.geodesy import LocalENU
 from state_observer.sensors.samples import GnssFix, ImuSample, SteeringSample, WheelSample
 from state_observer.sim.baselines import KinematicEKF, LinearSingleTrack
-from state_observer.sim.sensors import SensorMounts, rotation_from_rpy
+from state_observer.conventions import rotation_from_rpy
+from state_observer.sensors.mounts import SensorMounts
 
 G_M_S2 = 9.81
 DATUM = LocalENU(43.4935695, -8.2477616, 59.877)

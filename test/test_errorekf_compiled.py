@@ -17,7 +17,7 @@ EXTRAS = dict(imu_biases=True, parameters=("mass", "cornering_front", "cornering
 @pytest.fixture(scope="module", params=["plain", "extras"])
 def filt(request):
     from state_observer.paths import default_vehicle_path
-    from state_observer.sim.sensors import mounts_from_vehicle
+    from state_observer.sensors.mounts import mounts_from_vehicle
     from state_observer.vehicle.description import load_vehicle
     from state_observer.vehicle.reduced import ReducedVehicle
 
@@ -202,7 +202,7 @@ def test_force_correction_turns_with_the_heading_and_fades_as_its_covariance_doe
     force errors are first-order Gauss-Markov in the covariance as in the correction: with no measurement their variance
     tends to walk^2 tau / 2, not to infinity."""
     from state_observer.paths import default_vehicle_path
-    from state_observer.sim.sensors import mounts_from_vehicle
+    from state_observer.sensors.mounts import mounts_from_vehicle
     from state_observer.vehicle.description import load_vehicle
     from state_observer.vehicle.reduced import ReducedVehicle
 
@@ -231,7 +231,7 @@ def test_gnss_is_used_horizontally_the_altitude_is_the_roads():
     """A fix 30 m above the model (a hill the flat-road model does not know) is accepted for its horizontal position and
     moves no vertical state; GNSS velocity likewise (2 rows each)."""
     from state_observer.paths import default_vehicle_path
-    from state_observer.sim.sensors import mounts_from_vehicle
+    from state_observer.sensors.mounts import mounts_from_vehicle
     from state_observer.vehicle.description import load_vehicle
     from state_observer.vehicle.reduced import ReducedVehicle
 

@@ -77,7 +77,7 @@ def test_error_transition_is_the_trapezoidal_rule(scenario):
     the model's tangent with the columns the filter takes from differences, Dr the force residual's response to the
     extra states), the force errors first-order Gauss-Markov, the other extra states random walks."""
     from state_observer.estimation.errorekf import N, VehicleErrorEKF
-    from state_observer.sim.sensors import mounts_from_vehicle
+    from state_observer.sensors.mounts import mounts_from_vehicle
     from state_observer.vehicle.reduced import ReducedVehicle
 
     desc = scenario[0]

@@ -23,7 +23,7 @@ def scenario():
 
 def _observer(desc, config, **settings):
     from state_observer.estimation.online import OnlineObserver, OnlineSettings
-    from state_observer.sim.sensors import mounts_from_vehicle
+    from state_observer.sensors.mounts import mounts_from_vehicle
 
     d = config.gnss_fix.datum
     return OnlineObserver(desc, mounts_from_vehicle(desc), OnlineSettings(datum=(d.latitude_deg, d.longitude_deg, d.altitude_m), **settings))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from state_observer.sensors import models
-from state_observer.sim.sensors import rotation_from_rpy
+from state_observer.conventions import rotation_from_rpy
 
 N = models.N
 RNG = np.random.default_rng(7)

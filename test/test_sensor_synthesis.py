@@ -15,16 +15,10 @@ import yaml
 
 from state_observer.sensors.geodesy import LocalENU
 from state_observer.sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
-from state_observer.sim.sensors import (
-    SensorConfigError,
-    SensorMounts,
-    SensorSynthesizer,
-    load_sensor_config,
-    mounts_from_vehicle,
-    parse_sensor_config,
-    rotation_from_rpy,
-)
-from state_observer.sim.truth import TruthSample
+from state_observer.conventions import rotation_from_rpy
+from state_observer.sensors.mounts import SensorMounts, mounts_from_vehicle
+from state_observer.sim.sensors import SensorConfigError, SensorSynthesizer, load_sensor_config, parse_sensor_config
+from state_observer.vehicle.state import VehicleState
 
 DEFAULT_YAML = Path(__file__).resolve().parents[1] / "config" / "sensors" / "default.yaml"
 G = 9.81
@@ -75,8 +69,8 @@ def quat_yaw_pitch_roll(yaw: float = 0.0, pitch: float = 0.0, roll: float = 0.0)
 
 def truth(t_s: float, *, position=(0.0, 0.0, 0.0), quat=(1.0, 0.0, 0.0, 0.0), velocity=(0.0, 0.0, 0.0),
           acceleration=(0.0, 0.0, 0.0), omega=(0.0, 0.0, 0.0), alpha=(0.0, 0.0, 0.0), wheel_angle=0.0, wheel_rate=0.0,
-          wheel_torque=0.0, steering=0.0) -> TruthSample:
-    return TruthSample(
+          wheel_torque=0.0, steering=0.0) -> VehicleState:
+    return VehicleState(
         t_s=t_s,
         position_enu_m=np.array(position, dtype=float),
         orientation_wxyz=np.array(quat, dtype=float),
@@ -102,7 +96,7 @@ def times(duration_s: float) -> np.ndarray:
     return np.arange(round(duration_s / DT_S) + 1) * DT_S
 
 
-def rest_run(duration_s: float, **kwargs) -> list[TruthSample]:
+def rest_run(duration_s: float, **kwargs) -> list[VehicleState]:
     return [truth(t, **kwargs) for t in times(duration_s)]
 
 
@@ -111,7 +105,7 @@ YAW_RATE = SPEED_M_S / RADIUS_M
 CENTRE = np.array([0.0, RADIUS_M, 0.0])  # left turn starting at the origin heading east
 
 
-def circle_truth(t: float) -> TruthSample:
+def circle_truth(t: float) -> VehicleState:
     """base_link origin on a circle of radius RADIUS_M at SPEED_M_S, level, turning left."""
     yaw = YAW_RATE * t
     return truth(
@@ -337,7 +331,7 @@ def test_rotated_mounting_rotates_readings():
 
 
 def test_rotation_from_rpy_matches_quaternion_convention():
-    from state_observer.sim.sensors import quaternion_to_matrix
+    from state_observer.conventions import quaternion_to_matrix
     angles = (0.3, -0.2, 1.1)
     np.testing.assert_allclose(rotation_from_rpy(*angles),
                                quaternion_to_matrix(quat_yaw_pitch_roll(angles[2], angles[1], angles[0])), atol=1e-15)

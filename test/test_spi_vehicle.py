@@ -14,7 +14,7 @@ def run(manoeuvre: str, initial_mass_factor: float, seed: int = 0, keep=lambda s
     samples ``keep`` keeps; returns (truth mass, estimate times, masses, frictions, final parameter report, the observer)."""
     from state_observer.estimation.online import OnlineObserver, OnlineSettings
     from state_observer.sim.run import path_start
-    from state_observer.sim.sensors import mounts_from_vehicle
+    from state_observer.sensors.mounts import mounts_from_vehicle
 
     desc, config, _, truths, samples = h.simulate(manoeuvre, seed, mismatch=mm.nominal(seed))
     speed, yaw, xy = path_start(h.MANOEUVRES[manoeuvre]())

@@ -9,7 +9,7 @@ import pytest
 from state_observer.estimation.errorekf import ErrorEkfSettings
 from state_observer.estimation.vehicle_filters import N, VehicleDEKF, VehicleUKF, dekf_settings, ukf_settings
 from state_observer.sim import evaluate as ev
-from state_observer.sim.sensors import mounts_from_vehicle
+from state_observer.sensors.mounts import mounts_from_vehicle
 
 from harness import simulated_scenario
 

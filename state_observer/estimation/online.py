@@ -42,8 +42,8 @@ from ..conventions import yaw_rad
 from ..errors import ConfigError
 from ..sensors.geodesy import LocalENU
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
-from ..sim.sensors import quaternion_to_matrix
-from ..sim.truth import TruthSample
+from ..conventions import quaternion_to_matrix
+from ..vehicle.state import VehicleState
 from ..vehicle.reduced_kernels import body_rate_into, euler_rotation_into
 from .errorekf import N, DetailedErrorEKF, VehicleErrorEKF, detailed_settings
 from .spi import CONVERGED
@@ -128,7 +128,7 @@ class ObserverEstimate(NamedTuple):
     """Everything the observer publishes about one instant (SI units, REP-103/105)."""
 
     stamp_ns: int
-    state: TruthSample  # the corrected model's state: pose in the local ENU frame, twist, tire forces, mass, mu
+    state: VehicleState  # the corrected model's state: pose in the local ENU frame, twist, tire forces, mass, mu
     pose_covariance: np.ndarray  # (6, 6) x y z (ENU, m) and rotation about ENU x y z (rad)
     twist_covariance: np.ndarray  # (6, 6) linear (m/s) and angular (rad/s) velocity in base_link
     tire_force_sigma_n: np.ndarray  # (4, 3) 1-sigma of fx, fy, fz per wheel
@@ -851,7 +851,7 @@ class OnlineObserver:
             tire_force_sigma_n=self._tire_force_sigma(state), mass_sigma_kg=mass_sigma, friction_sigma=friction_sigma,
             parameters_converged=bool(converged), estimator=self.settings.observer, nis=nis, parameters=report)
 
-    def _tire_force_sigma(self, state: TruthSample) -> np.ndarray:
+    def _tire_force_sigma(self, state: VehicleState) -> np.ndarray:
         """1-sigma of the tire forces (reduced models; zeros for the detailed one).  fx, fy: the uncertainty of the filter's
         longitudinal and lateral force errors, shared among the wheels in proportion to their normal loads, and of the
         estimated tire stiffness scales (a scale's sigma times the forces it scales), in quadrature.  fz: the tire
@@ -911,7 +911,7 @@ class OpenLoop:
     (same stamp, pose and speed) and driven by the same steering angle and wheel torques (:class:`ModelInputs`,
     applied as in :meth:`OnlineObserver._step`: inputs of the samples stamped up to a step's end from the next
     step on).  It keeps pace with the observer's model time after each :meth:`feed`.  Cost: one model step per
-    observer step (no covariance, no updates); ``on_state(t_ns, TruthSample)`` is called every ``every_ns`` of model
+    observer step (no covariance, no updates); ``on_state(t_ns, VehicleState)`` is called every ``every_ns`` of model
     time on the grid the pipeline's outputs use.  A failed model step stops it (:attr:`failed` says where).
     """
 

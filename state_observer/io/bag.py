@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from rosbags.interfaces import Connection
     from rosbags.typesys.store import Typestore
 
-    from state_observer.sim.truth import TruthSample
+    from state_observer.vehicle.state import VehicleState
 
 __all__ = [
     "STORAGES",
@@ -254,7 +254,7 @@ class BagWriter:
         self.write(topic, msgtype, msg, sample.receive_ns)
         return topic
 
-    def write_truth(self, truth: TruthSample, epoch_ns: int = 0) -> None:
+    def write_truth(self, truth: VehicleState, epoch_ns: int = 0) -> None:
         """Write the truth topics of one model step, stamped and logged at
         ``epoch_ns + round(t_s * 1e9)``."""
         stamp_ns = truth_stamp_ns(truth, epoch_ns)

@@ -190,7 +190,7 @@ def _counts(counter) -> str:
 def check_bag(bag: str | Path, config: ObserverConfig | None = None) -> BagCheck:
     """Read the sensor streams of ``bag`` as the observer of ``config`` would (module docstring)."""
     from ..paths import default_vehicle_path
-    from ..sim.sensors import mounts_from_vehicle
+    from ..sensors.mounts import mounts_from_vehicle
     from ..vehicle.description import load_vehicle
 
     bag = Path(bag)

@@ -66,8 +66,8 @@ from state_observer.sensors.samples import (
     SteeringSample,
     WheelSample,
 )
-from state_observer.sim.sensors import quaternion_to_matrix  # noqa: F401  (also part of this module's API)
-from state_observer.sim.truth import TruthSample
+from state_observer.conventions import quaternion_to_matrix  # noqa: F401  (also part of this module's API)
+from state_observer.vehicle.state import VehicleState
 from state_observer.errors import IoError
 
 if TYPE_CHECKING:
@@ -501,7 +501,7 @@ class TruthFrames(NamedTuple):
     base: str = BASE_FRAME
 
 
-def truth_stamp_ns(truth: TruthSample, epoch_ns: int = 0) -> int:
+def truth_stamp_ns(truth: VehicleState, epoch_ns: int = 0) -> int:
     """Stamp of a truth sample: ``epoch_ns + round(t_s * 1e9)``."""
     return int(epoch_ns) + int(round(float(truth.t_s) * _NS))
 
@@ -524,7 +524,7 @@ TRUTH_UNCERTAINTY = Uncertainty(np.zeros((6, 6)), np.zeros((6, 6)), np.zeros((4,
 PARAMETER_CONVERGED, PARAMETER_NOT_OBSERVABLE = 2, 0  # VehicleParameters status constants (state_observer.estimation.spi)
 
 
-def _parameter_fields(truth: TruthSample, u: Uncertainty) -> dict:
+def _parameter_fields(truth: VehicleState, u: Uncertainty) -> dict:
     """The VehicleParameters fields beyond mass and friction: statuses, bounds, the friction's proven lower bound and the
     cornering stiffness scales (the truth and estimators without a report: converged at their value, scales 1)."""
     mass, mu = float(truth.mass_kg), float(truth.friction_coefficient)
@@ -602,7 +602,7 @@ class OdometryEncoder:
         return self._struct.pack(b"\x00\x01\x00\x00", sec, nanosec, len(odom), odom, len(base), base, *values.tolist())
 
 
-def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = None,
+def truth_to_msgs(truth: VehicleState, stamp_ns: int, store: Typestore | None = None,
                   frames: TruthFrames = TruthFrames(), uncertainty: Uncertainty = TRUTH_UNCERTAINTY,
                   kinds: Iterable[str] = tuple(TRUTH_MSGTYPES)) -> dict[str, tuple[str, Any]]:
     """One state record -> ``{kind: (message type, message)}`` for the ``kinds`` of ``TRUTH_TOPICS`` (default
@@ -613,21 +613,21 @@ def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = N
     sigma = _array(u.tire_force_sigma_n, (4, 3), "Uncertainty.tire_force_sigma_n")
     types = store.types
     header_base = _header(store, stamp_ns, frames.base)
-    q = _array(truth.orientation_wxyz, (4,), "TruthSample.orientation_wxyz")
+    q = _array(truth.orientation_wxyz, (4,), "VehicleState.orientation_wxyz")
     rotation = quaternion_to_matrix(q)  # base_link -> ENU
-    v_enu = _array(truth.velocity_enu_m_s, (3,), "TruthSample.velocity_enu_m_s")
+    v_enu = _array(truth.velocity_enu_m_s, (3,), "VehicleState.velocity_enu_m_s")
     v_body = rotation.T @ v_enu
-    omega = _array(truth.angular_velocity_body_rad_s, (3,), "TruthSample.angular_velocity_body_rad_s")
-    position = _array(truth.position_enu_m, (3,), "TruthSample.position_enu_m")
+    omega = _array(truth.angular_velocity_body_rad_s, (3,), "VehicleState.angular_velocity_body_rad_s")
+    position = _array(truth.position_enu_m, (3,), "VehicleState.position_enu_m")
 
     out = {}
     if "odometry" in kinds:
         out["odometry"] = (ODOMETRY, odometry_msg(position, q, v_body, omega, stamp_ns, store, frames, u.pose_covariance, u.twist_covariance))
     if "tire_forces" in kinds:
-        forces = _array(truth.tire_force_n, (4, 3), "TruthSample.tire_force_n")
-        contacts = _array(truth.contact_point_base_m, (4, 3), "TruthSample.contact_point_base_m")
-        slip_ratio = _array(truth.slip_ratio, (4,), "TruthSample.slip_ratio")
-        slip_angle = _array(truth.slip_angle_rad, (4,), "TruthSample.slip_angle_rad")
+        forces = _array(truth.tire_force_n, (4, 3), "VehicleState.tire_force_n")
+        contacts = _array(truth.contact_point_base_m, (4, 3), "VehicleState.contact_point_base_m")
+        slip_ratio = _array(truth.slip_ratio, (4,), "VehicleState.slip_ratio")
+        slip_angle = _array(truth.slip_angle_rad, (4,), "VehicleState.slip_angle_rad")
         wheel_force = types[WHEEL_FORCE]
         point = types["geometry_msgs/msg/Point"]
         tire_forces = types[TIRE_FORCES](
@@ -664,10 +664,10 @@ def truth_to_msgs(truth: TruthSample, stamp_ns: int, store: Typestore | None = N
             pitch_rad=pitch,
             yaw_rate_rad_s=float(omega[2]),
             speed_m_s=float(math.hypot(v_enu[0], v_enu[1])),
-            suspension_travel_m=_array(truth.suspension_travel_m, (4,), "TruthSample.suspension_travel_m").copy(),
-            wheel_speed_rad_s=_array(truth.wheel_rate_rad_s, (4,), "TruthSample.wheel_rate_rad_s").copy(),
+            suspension_travel_m=_array(truth.suspension_travel_m, (4,), "VehicleState.suspension_travel_m").copy(),
+            wheel_speed_rad_s=_array(truth.wheel_rate_rad_s, (4,), "VehicleState.wheel_rate_rad_s").copy(),
             body_acceleration_m_s2=_vector3(
-                store, rotation.T @ _array(truth.acceleration_enu_m_s2, (3,), "TruthSample.acceleration_enu_m_s2"),
+                store, rotation.T @ _array(truth.acceleration_enu_m_s2, (3,), "VehicleState.acceleration_enu_m_s2"),
                 "body_acceleration"),
             nis_sensor_names=list(u.nis),
             nis=np.array([float(v) for v in u.nis.values()], dtype=np.float64),
@@ -682,7 +682,7 @@ _MARKER_ADD, _MARKER_CUBE, _MARKER_CYLINDER, _MARKER_ARROW = 0, 1, 3, 0
 FORCE_ARROW_M_PER_N = 1.0 / 2000.0  # marker arrow length per tire force (1 m per 2 kN)
 
 
-def markers_msg(state: TruthSample, stamp_ns: int, store: Typestore | None = None, frames: TruthFrames = TruthFrames(),
+def markers_msg(state: VehicleState, stamp_ns: int, store: Typestore | None = None, frames: TruthFrames = TruthFrames(),
                 wheel_radius_m: float = 0.3) -> Any:
     """visualization_msgs/MarkerArray in the odom frame: the body (box over the wheelbase), the four wheels
     (cylinders at the contact points) and per wheel the horizontal tire force (fx, fy; base_link axes, the

@@ -99,7 +99,7 @@ class DropWatch:
 def load_observer(config: ObserverConfig) -> OnlineObserver:
     """The :class:`OnlineObserver` of a configuration (vehicle file, its sensor mounts, settings)."""
     from ..paths import default_vehicle_path
-    from ..sim.sensors import mounts_from_vehicle
+    from ..sensors.mounts import mounts_from_vehicle
     from ..vehicle.description import load_vehicle
 
     desc = load_vehicle(config.vehicle_file or default_vehicle_path())

@@ -25,7 +25,7 @@ from state_observer.io.convert import truth_stamp_ns
 from state_observer.progress import TimeProgress
 
 if TYPE_CHECKING:
-    from state_observer.sim.truth import TruthSample
+    from state_observer.vehicle.state import VehicleState
 
 PROG = "state-observer simulate"
 # Simulated bags start at 2026-01-01T00:00:00Z, not at ROS time 0 (which tf2 and rviz read as "latest").
@@ -35,7 +35,7 @@ DEFAULT_START_TIME_S = 1767225600.0
 DATUM_KEY = "state_observer.datum"  # custom_data: "latitude_deg longitude_deg altitude_m" of the truth's ENU frame
 
 
-def record_run(run: Iterable[tuple[TruthSample, list]], writer: BagWriter,
+def record_run(run: Iterable[tuple[VehicleState, list]], writer: BagWriter,
                truth_epoch_ns: int = 0, on_step: Callable[[float], None] | None = None) -> float:
     """Write each step of ``run`` to an open ``writer``; returns the last simulated time (s).
 

@@ -103,7 +103,7 @@ class KinematicEKF:
                  wheel_vx_variance_m2_s2: float = 0.0025, wheel_vy_variance_m2_s2: float = 0.01,
                  frequency_hz: float = 30.0):
         """``start`` = (x_m, y_m, yaw_rad, speed_m_s) of base_link at ``t0_ns``; ``mounts`` a
-        :class:`~state_observer.sim.sensors.SensorMounts`; ``wheel_radius_m`` (4,) dynamic radii;
+        :class:`~state_observer.sensors.mounts.SensorMounts`; ``wheel_radius_m`` (4,) dynamic radii;
         ``frequency_hz`` the node's timer (its default 30 Hz), which differentiates the yaw rate."""
         self.datum = datum
         self.imu_rotation = np.asarray(mounts.imu_rotation, dtype=float)

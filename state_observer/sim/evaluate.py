@@ -31,7 +31,7 @@ from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, WheelSample
 from ..vehicle.reduced_kernels import IN_MU, body_rate, euler_rotation
 from .manoeuvres import Manoeuvre, Path, friction_change, make_manoeuvre, steady_circle
 from .run import path_start, run
-from .truth import TruthSample
+from ..vehicle.state import VehicleState
 
 SKIP_S = 20.0
 MASS_ERROR = 0.15  # open loop and observer model: mass +15 %
@@ -77,8 +77,8 @@ def sideslip(velocity_enu: np.ndarray, rotation: np.ndarray) -> float:
     return sideslip_rad(float(vb[0]), float(vb[1]))
 
 
-def _truth_record(x: TruthSample) -> Estimate:
-    from .sensors import quaternion_to_matrix
+def _truth_record(x: VehicleState) -> Estimate:
+    from ..conventions import quaternion_to_matrix
 
     R = quaternion_to_matrix(x.orientation_wxyz)
     return Estimate(x.t_s, np.asarray(x.position_enu_m), float(x.angular_velocity_body_rad_s[2]), sideslip(np.asarray(x.velocity_enu_m_s), R),
@@ -88,7 +88,8 @@ def _truth_record(x: TruthSample) -> Estimate:
 def simulate_truth(desc, sensor_config, manoeuvre: Manoeuvre, seed: int = 0):
     """Truth records and the synthesised samples (sorted by stamp) of one scenario."""
     from ..vehicle.detailed import DetailedVehicle
-    from .sensors import SensorSynthesizer, mounts_from_vehicle
+    from ..sensors.mounts import mounts_from_vehicle
+    from .sensors import SensorSynthesizer
 
     synth = SensorSynthesizer(sensor_config, mounts_from_vehicle(desc), seed=seed)
     truths, samples = [], []
@@ -140,7 +141,7 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
     ``timing`` receives ``loop_s``, the wall time of the stepping loop (model set-up excluded).
     ``linear_solver``: the model integrator's linear-solver backend (default: its own)."""
     from ..estimation.errorekf import DetailedErrorEKF, VehicleErrorEKF
-    from .sensors import mounts_from_vehicle
+    from ..sensors.mounts import mounts_from_vehicle
 
     vehicle = wrong_model(desc, model, kinematics, linear_solver)
     mounts = mounts_from_vehicle(desc)
@@ -268,7 +269,8 @@ def error_metrics(t: np.ndarray, truth: dict, estimate: dict, skip_s: float = SK
 
 def sensor_metrics(truths: list, samples: list, sensor_config, desc, skip_s: float = SKIP_S) -> dict:
     """The raw sensors as an 'estimate': GNSS fix position (antenna vs. true antenna) and gyroscope yaw rate."""
-    from .sensors import mounts_from_vehicle, quaternion_to_matrix
+    from ..conventions import quaternion_to_matrix
+    from ..sensors.mounts import mounts_from_vehicle
 
     mounts = mounts_from_vehicle(desc)
     enu = sensor_config.gnss_fix.datum.local_enu()

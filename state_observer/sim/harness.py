@@ -102,7 +102,8 @@ def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch:
     from ..vehicle.description import load_vehicle
     from ..vehicle.detailed import DetailedVehicle
     from .run import run
-    from .sensors import SensorSynthesizer, load_sensor_config, mounts_from_vehicle
+    from ..sensors.mounts import mounts_from_vehicle
+    from .sensors import SensorSynthesizer, load_sensor_config
 
     desc = load_vehicle(default_vehicle_path())
     config = load_sensor_config(default_sensors_path())
@@ -133,7 +134,7 @@ def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch:
 
 def truth_run(truths: list) -> Run:
     """The truth as a :class:`Run` (every model step)."""
-    from .sensors import quaternion_to_matrix
+    from ..conventions import quaternion_to_matrix
 
     rows = []
     for x in truths:
@@ -154,7 +155,7 @@ def run_observer(desc, config, manoeuvre: Manoeuvre, samples: list, observer: st
     the open-loop model's (same parameters, start and inputs)."""
     from ..estimation.online import OnlineObserver, OnlineSettings, OpenLoop
     from .run import path_start
-    from .sensors import mounts_from_vehicle
+    from ..sensors.mounts import mounts_from_vehicle
 
     speed, yaw, xy = path_start(manoeuvre)
     d = config.gnss_fix.datum
@@ -193,13 +194,13 @@ def run_observer(desc, config, manoeuvre: Manoeuvre, samples: list, observer: st
 
 def quaternion_rotate_inverse(q_wxyz, v) -> np.ndarray:
     """R(q)^T v (ENU vector into the body axes)."""
-    from .sensors import quaternion_to_matrix
+    from ..conventions import quaternion_to_matrix
 
     return quaternion_to_matrix(q_wxyz).T @ np.asarray(v, dtype=float)
 
 
 def _state_row(t_s: float, x):
-    from .sensors import quaternion_to_matrix
+    from ..conventions import quaternion_to_matrix
 
     R = quaternion_to_matrix(x.orientation_wxyz)
     return (t_s, np.asarray(x.position_enu_m)[:2], math.atan2(R[1, 0], R[0, 0]), sideslip(np.asarray(x.velocity_enu_m_s), R),
@@ -210,7 +211,7 @@ def run_baseline(kind: str, desc, config, manoeuvre: Manoeuvre, t0_s: float, sam
     """A baseline estimator (kinematic_ekf, single_track) fed the same samples, recorded every RECORD_PERIOD_S."""
     from .baselines import KinematicEKF, LinearSingleTrack
     from .run import path_start
-    from .sensors import mounts_from_vehicle
+    from ..sensors.mounts import mounts_from_vehicle
 
     speed, yaw, xy = path_start(manoeuvre)
     t0_ns = round(t0_s * 1e9)

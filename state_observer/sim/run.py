@@ -8,7 +8,7 @@ from typing import Callable, Iterator, NamedTuple
 import numpy as np
 
 from .manoeuvres import MANOEUVRES, Driver, Manoeuvre, make_manoeuvre
-from .truth import TruthSample
+from ..vehicle.state import VehicleState
 from ..conventions import yaw_rad
 from ..errors import SimulationError
 
@@ -61,7 +61,7 @@ def start_on_path(vehicle, manoeuvre: Manoeuvre) -> None:
 
 
 def run(vehicle, manoeuvre: Manoeuvre, progress: Callable[[float, float], None] | None = None,
-        inputs_log: list | None = None, replay: list | None = None) -> Iterator[TruthSample]:
+        inputs_log: list | None = None, replay: list | None = None) -> Iterator[VehicleState]:
     """Drive ``manoeuvre`` with a vehicle model (detailed or reduced); yield the truth after every model
     step (the first sample is the initial state).  ``inputs_log`` collects the
     :class:`VehicleInputs` of every step; ``replay`` applies such a list instead of the driver (the
@@ -103,12 +103,13 @@ def run(vehicle, manoeuvre: Manoeuvre, progress: Callable[[float, float], None] 
 
 def simulate(manoeuvre: str, vehicle_path: str | Path | None = None, sensors_path: str | Path | None = None,
              duration_s: float | None = None, seed: int = 0, progress: Callable[[float, float], None] | None = None
-             ) -> Iterator[tuple[TruthSample, list]]:
+             ) -> Iterator[tuple[VehicleState, list]]:
     """The ``simulate`` command's source: each truth sample and the sensor samples of that step."""
     from ..paths import default_sensors_path, default_vehicle_path
     from ..vehicle.description import load_vehicle
     from ..vehicle.detailed import DetailedVehicle
-    from .sensors import SensorSynthesizer, load_sensor_config, mounts_from_vehicle
+    from ..sensors.mounts import mounts_from_vehicle
+    from .sensors import SensorSynthesizer, load_sensor_config
 
     desc = load_vehicle(vehicle_path or default_vehicle_path())
     config = load_sensor_config(sensors_path or default_sensors_path())

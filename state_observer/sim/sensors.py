@@ -1,6 +1,6 @@
 """Sensor synthesis: IMU, GNSS fix and velocity, wheel encoders and steering from the ground truth.
 
-The virtual vehicle produces one :class:`~state_observer.sim.truth.TruthSample` per model step
+The virtual vehicle produces one :class:`~state_observer.vehicle.state.VehicleState` per model step
 (4 ms). :class:`SensorSynthesizer` turns that stream into the sensor samples of
 :mod:`state_observer.sensors.samples`, each sensor on its own clock, with the rates, noise,
 biases, dropouts and latencies of a :class:`SensorConfig` (read from YAML by
@@ -48,7 +48,9 @@ import yaml
 
 from ..sensors.geodesy import LocalENU
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
-from .truth import TruthSample
+from ..conventions import quaternion_to_matrix
+from ..sensors.mounts import SensorMounts
+from ..vehicle.state import VehicleState
 from ..errors import SensorConfigError
 
 Sample = Union[ImuSample, GnssFix, GnssVelocity, WheelSample, SteeringSample]
@@ -467,111 +469,19 @@ def load_sensor_config(path) -> SensorConfig:
 
 
 # ----------------------------------------------------------------------------------------------
-# Mounting
-# ----------------------------------------------------------------------------------------------
-
-def rotation_from_rpy(roll_rad: float, pitch_rad: float, yaw_rad: float) -> np.ndarray:
-    """Rotation matrix R = Rz(yaw) Ry(pitch) Rx(roll) (URDF ``rpy``: fixed axes x, y, z in that order).
-
-    Used for a sensor mounting it takes sensor-frame components to base_link components.
-    """
-    cr, sr = math.cos(roll_rad), math.sin(roll_rad)
-    cp, sp = math.cos(pitch_rad), math.sin(pitch_rad)
-    cy, sy = math.cos(yaw_rad), math.sin(yaw_rad)
-    return np.array([
-        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-        [-sp, cp * sr, cp * cr],
-    ])
-
-
-@dataclass(frozen=True, kw_only=True)
-class SensorMounts:
-    """Where the sensors sit on the vehicle (from the vehicle YAML; base_link frame, SI units).
-
-    Attributes
-    ----------
-    imu_position_m : ndarray, shape (3,)
-        IMU origin in base_link.
-    imu_rotation : ndarray, shape (3, 3)
-        Mounting rotation, sensor -> base_link (``v_base = imu_rotation @ v_sensor``);
-        :func:`rotation_from_rpy` builds it from roll, pitch, yaw.
-    imu_frame_id : str
-    gnss_position_m : ndarray, shape (3,)
-        GNSS antenna phase centre in base_link.
-    gnss_frame_id : str
-    encoder_counts_per_revolution : int or None
-        Wheel-encoder counts per wheel revolution (the sensor config may override it).
-    """
-
-    imu_position_m: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    imu_rotation: np.ndarray = field(default_factory=lambda: np.eye(3))
-    imu_frame_id: str = "imu_link"
-    gnss_position_m: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    gnss_frame_id: str = "gnss_link"
-    encoder_counts_per_revolution: int | None = None
-
-    def __post_init__(self) -> None:
-        for name, shape in (("imu_position_m", (3,)), ("imu_rotation", (3, 3)), ("gnss_position_m", (3,))):
-            value = np.array(getattr(self, name), dtype=float)
-            if value.shape != shape or not np.all(np.isfinite(value)):
-                raise ValueError(f"SensorMounts.{name} must be a finite array of shape {shape}, got {value.shape}")
-            value.setflags(write=False)
-            object.__setattr__(self, name, value)
-        r = self.imu_rotation
-        if np.abs(r.T @ r - np.eye(3)).max() > 1e-6 or np.linalg.det(r) < 0.0:
-            raise ValueError("SensorMounts.imu_rotation must be a proper rotation matrix (orthonormal, det +1)")
-        for name in ("imu_frame_id", "gnss_frame_id"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
-                raise ValueError(f"SensorMounts.{name} must be a non-empty string")
-        counts = self.encoder_counts_per_revolution
-        if counts is not None and (isinstance(counts, bool) or not isinstance(counts, (int, np.integer)) or counts <= 0):
-            raise ValueError(f"SensorMounts.encoder_counts_per_revolution must be a positive integer, got {counts!r}")
-
-
-def mounts_from_vehicle(description) -> SensorMounts:
-    """:class:`SensorMounts` of a vehicle description's ``sensors`` record.
-
-    Duck-typed (this module does not import :mod:`state_observer.vehicle`): reads
-    ``description.sensors.{imu_frame_id, imu_position_m, imu_orientation_rpy_rad, gnss_frame_id,
-    gnss_antenna_position_m, encoder_counts_per_revolution}``.
-    """
-    s = description.sensors
-    roll, pitch, yaw = (float(v) for v in s.imu_orientation_rpy_rad)
-    return SensorMounts(
-        imu_position_m=s.imu_position_m,
-        imu_rotation=rotation_from_rpy(roll, pitch, yaw),
-        imu_frame_id=s.imu_frame_id,
-        gnss_position_m=s.gnss_antenna_position_m,
-        gnss_frame_id=s.gnss_frame_id,
-        encoder_counts_per_revolution=int(s.encoder_counts_per_revolution),
-    )
-
-
-# ----------------------------------------------------------------------------------------------
 # Synthesis
 # ----------------------------------------------------------------------------------------------
-
-def quaternion_to_matrix(q_wxyz) -> np.ndarray:
-    """Rotation matrix (3, 3) of a quaternion (w, x, y, z); it is normalised first."""
-    w, x, y, z = np.asarray(q_wxyz, dtype=float) / np.linalg.norm(q_wxyz)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
-
 
 def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a x b of two 3-vectors (np.cross is slow on single vectors)."""
     return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
 
 
-def interpolate_truth(a: TruthSample, b: TruthSample, alpha: float) -> TruthSample:
+def interpolate_truth(a: VehicleState, b: VehicleState, alpha: float) -> VehicleState:
     """Truth at ``a.t_s + alpha (b.t_s - a.t_s)``: every field linearly, the quaternion by
     normalised lerp along the shorter arc (equal to slerp to O(angle^3); 4 ms steps)."""
     fields = []
-    for name, va, vb in zip(TruthSample._fields, a, b):
+    for name, va, vb in zip(VehicleState._fields, a, b):
         if name == "orientation_wxyz":
             qa, qb = np.asarray(va, dtype=float), np.asarray(vb, dtype=float)
             if np.dot(qa, qb) < 0.0:
@@ -580,7 +490,7 @@ def interpolate_truth(a: TruthSample, b: TruthSample, alpha: float) -> TruthSamp
             fields.append(q / np.linalg.norm(q))
         else:
             fields.append(va + alpha * (vb - va))
-    return TruthSample(*fields)
+    return VehicleState(*fields)
 
 
 class _ErrorProcess:
@@ -723,13 +633,13 @@ class SensorSynthesizer:
                 s = self._sensors[name]
                 self._errors[channel] = _ErrorProcess(getattr(s.cfg, attr), s.dt_s, s.rng)
 
-        self._previous: TruthSample | None = None
+        self._previous: VehicleState | None = None
         self._previous_ns: int | None = None
         self._first_ns: int | None = None
 
     # -- public ---------------------------------------------------------------------------------
 
-    def feed(self, truth: TruthSample) -> list[Sample]:
+    def feed(self, truth: VehicleState) -> list[Sample]:
         """Consume the next truth sample; return the samples stamped in (previous t, t], sorted.
 
         The first call returns the samples stamped exactly at its time. Between two truth
@@ -752,9 +662,9 @@ class SensorSynthesizer:
                              f"{self._previous_ns * 1e-9!r} s")
         if self._first_ns is None:
             self._first_ns = t_ns
-        states: dict[int, TruthSample] = {}
+        states: dict[int, VehicleState] = {}
 
-        def state_at(stamp_ns: int) -> TruthSample:
+        def state_at(stamp_ns: int) -> VehicleState:
             if stamp_ns not in states:
                 if stamp_ns == t_ns or self._previous is None:
                     states[stamp_ns] = truth
@@ -774,7 +684,7 @@ class SensorSynthesizer:
         out.sort(key=_sort_key)
         return out
 
-    def feed_all(self, truths: Iterable[TruthSample]) -> list[Sample]:
+    def feed_all(self, truths: Iterable[VehicleState]) -> list[Sample]:
         """Feed a whole run; all samples sorted by ``(receive_ns, stamp_ns)``."""
         out: list = []
         for truth in truths:
@@ -784,7 +694,7 @@ class SensorSynthesizer:
 
     # -- one sample per sensor (None: dropped) ----------------------------------------------------
 
-    def _imu(self, sensor: _Sensor, stamp_ns: int, x: TruthSample) -> ImuSample | None:
+    def _imu(self, sensor: _Sensor, stamp_ns: int, x: VehicleState) -> ImuSample | None:
         gyro_error, accel_error = self._errors["gyro"].draw(), self._errors["accel"].draw()
         if sensor.fate(stamp_ns) != "keep":
             return None
@@ -806,7 +716,7 @@ class SensorSynthesizer:
             linear_acceleration_sigma=float(cfg.accel_m_s2.sigma[0]),
         )
 
-    def _gnss_fix(self, sensor: _Sensor, stamp_ns: int, x: TruthSample) -> GnssFix | None:
+    def _gnss_fix(self, sensor: _Sensor, stamp_ns: int, x: VehicleState) -> GnssFix | None:
         error = self._errors["fix"].draw()
         fate = sensor.fate(stamp_ns)
         cfg = sensor.cfg
@@ -822,7 +732,7 @@ class SensorSynthesizer:
         return GnssFix(stamp_ns, receive_ns, self._fix_frame_id, float(lat), float(lon), float(h),
                        cfg.status, self._fix_cov.copy())
 
-    def _gnss_velocity(self, sensor: _Sensor, stamp_ns: int, x: TruthSample) -> GnssVelocity | None:
+    def _gnss_velocity(self, sensor: _Sensor, stamp_ns: int, x: VehicleState) -> GnssVelocity | None:
         error = self._errors["vel"].draw()
         if sensor.fate(stamp_ns) != "keep":
             return None
@@ -833,7 +743,7 @@ class SensorSynthesizer:
                     + rot @ _cross(omega, self.mounts.gnss_position_m) + error)
         return GnssVelocity(stamp_ns, stamp_ns + sensor.latency_ns, self._vel_frame_id, velocity, self._vel_cov.copy())
 
-    def _wheel_encoders(self, sensor: _Sensor, stamp_ns: int, x: TruthSample) -> WheelSample | None:
+    def _wheel_encoders(self, sensor: _Sensor, stamp_ns: int, x: VehicleState) -> WheelSample | None:
         rate_error, torque_error = self._errors["wheel_rate"].draw(), self._errors["wheel_torque"].draw()
         if sensor.fate(stamp_ns) != "keep":
             return None
@@ -846,7 +756,7 @@ class SensorSynthesizer:
         return WheelSample(stamp_ns, stamp_ns + sensor.latency_ns, angle,
                            sensor.cfg.rate_rad_s.scaled(np.asarray(x.wheel_rate_rad_s, dtype=float)) + rate_error, torque)
 
-    def _steering(self, sensor: _Sensor, stamp_ns: int, x: TruthSample) -> SteeringSample | None:
+    def _steering(self, sensor: _Sensor, stamp_ns: int, x: VehicleState) -> SteeringSample | None:
         error = self._errors["steering"].draw()
         if sensor.fate(stamp_ns) != "keep":
             return None

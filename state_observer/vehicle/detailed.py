@@ -43,7 +43,7 @@ from ..mbs import (
     transform_coordinates,
     velocity_transform,
 )
-from ..sim.truth import TruthSample
+from .state import VehicleState
 from ..errors import ModelError
 from ..mbs.forces import _SpringDamperSet
 from .chassis_loads import AeroDrag, AntiRollBar
@@ -397,8 +397,8 @@ class DetailedVehicle:
         p0, R = self.chassis_frame(q)
         return np.array([(q[m.index(f"C_{w}.x") : m.index(f"C_{w}.x") + 3] - p0) @ R[:, 2] for w in WHEELS])
 
-    def truth(self) -> TruthSample:
-        """The state of the vehicle after the last step (see :class:`TruthSample`)."""
+    def truth(self) -> VehicleState:
+        """The state of the vehicle after the last step (see :class:`VehicleState`)."""
         s, m = self.solver, self.model
         q, qd, qdd = s.q, s.qd, s.qdd
         p0, R = self.chassis_frame(q)
@@ -415,7 +415,7 @@ class DetailedVehicle:
         travel = self.wheel_centre_heights(q) - self.wheel_centre_heights(self.q_static)
         brake = self.wheels.brake_torque_n_m * np.tanh(qd[th] / self.wheels.brake_spin_eps_rad_s)
         mu = np.broadcast_to(np.asarray(self.wheels.mu, float), (4,))
-        return TruthSample(
+        return VehicleState(
             t_s=s.t,
             position_enu_m=p0.copy(),
             orientation_wxyz=np.array([w, x, y, z]),

@@ -31,7 +31,7 @@ import numpy as np
 from ..mbs import ALI3P, MinimalModel
 from ..mbs.integrators import StepResult
 from ..mbs.model import body_point
-from ..sim.truth import TruthSample
+from .state import VehicleState
 from . import reduced_kernels as kern
 from .detailed import WHEELS, DetailedVehicle, quaternion_from_matrix
 from .kinematic_fit import fit_vehicle_kinematics, knuckle_rotation
@@ -360,7 +360,7 @@ class ReducedVehicle:
             raise RuntimeError("call start() before step()")
         return self.solver.step()
 
-    def truth(self) -> TruthSample:
+    def truth(self) -> VehicleState:
         s = self.solver
         q, qd, qdd = s.q, s.qd, s.qdd
         R = kern.euler_rotation(q[3], q[4], q[5])
@@ -370,7 +370,7 @@ class ReducedVehicle:
         out = self.last
         brake = self.brake_torque_n_m * np.tanh(qd[10:14] / self.body[kern.B_BRAKE_EPS : kern.B_BRAKE_EPS + 4])
         mu = self.mu
-        return TruthSample(
+        return VehicleState(
             t_s=s.t, position_enu_m=q[:3].copy(), orientation_wxyz=quaternion_from_matrix(R), velocity_enu_m_s=qd[:3].copy(),
             acceleration_enu_m_s2=qdd[:3].copy(), angular_velocity_body_rad_s=w_body, angular_acceleration_body_rad_s2=a_body,
             wheel_angle_rad=q[10:14].copy(), wheel_rate_rad_s=qd[10:14].copy(), wheel_torque_n_m=self.drive_torque_n_m - brake,

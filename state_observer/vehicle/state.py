@@ -1,4 +1,4 @@
-"""Ground truth of a simulated run: one record per model step."""
+"""The state of a vehicle at one instant: the record the simulator's ground truth and the observer's estimate share."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -6,8 +6,9 @@ from typing import NamedTuple
 import numpy as np
 
 
-class TruthSample(NamedTuple):
-    """State of the true vehicle at time t (SI units; base_link = REP-105 body frame).
+class VehicleState(NamedTuple):
+    """State of a vehicle at time t (SI units; base_link = REP-105 body frame): the simulator's truth or the observer's
+    estimate.
 
     base_link: origin on the ground below the rear-axle centre at design ride height,
     x forward, y left, z up. Per-wheel arrays in the order fl, fr, rl, rr.
@@ -29,5 +30,5 @@ class TruthSample(NamedTuple):
     slip_ratio: np.ndarray  # (4,)
     slip_angle_rad: np.ndarray  # (4,) ISO 8855 sign
     contact_point_base_m: np.ndarray  # (4, 3) in base_link
-    mass_kg: float  # true total mass
-    friction_coefficient: float  # true tire-road friction coefficient
+    mass_kg: float  # total mass
+    friction_coefficient: float  # tire-road friction coefficient
