@@ -109,3 +109,18 @@ def test_a_reversing_car_is_followed_with_its_drive_torque_driving_backwards(mon
     t, truth, est = h.aligned(h.truth_run(truths), run)
     front_fx_truth, front_fx = truth["tire_force"][:, :2, 0].mean(), est["tire_force"][:, :2, 0].mean()
     assert front_fx_truth < -20.0 and abs(front_fx - front_fx_truth) < 15.0, (front_fx_truth, front_fx)
+
+
+def test_a_truth_cache_written_by_another_version_is_simulated_again(tmp_path, monkeypatch):
+    """``evaluate --cache`` after an upgrade: an entry whose records this version no longer has is simulated again and
+    rewritten, not a ModuleNotFoundError."""
+    import pickle
+
+    monkeypatch.setitem(h.MANOEUVRES, "tiny", lambda: dataclasses.replace(h.MANOEUVRES["steady_circle"](), duration_s=0.5))
+    first = h.simulate("tiny", 0, tmp_path)
+    (key,) = tmp_path.glob("tiny_0_*.pkl")
+    key.write_bytes(b"cstate_observer.sim.truth\nTruthSample\n.")  # the record's old home
+    again = h.simulate("tiny", 0, tmp_path)
+    assert len(again[3]) == len(first[3]) > 0 and len(again[4]) == len(first[4])
+    truths, samples = pickle.loads(key.read_bytes())
+    assert truths[-1].t_s == first[3][-1].t_s

@@ -39,7 +39,7 @@ from .manoeuvres import Manoeuvre, Path as RoadPath, sine_with_dwell, step_steer
 SKIP_S = 10.0  # metrics after the observer's first 10 s (the external evaluation's window)
 STAMP_OFFSET_S = 1.0  # truth and samples start here, not at 0 (a zero stamp is "no stamp" to the observer)
 RECORD_PERIOD_S = 0.02
-HARNESS_VERSION = 1  # part of the truth cache key: bump when the truth or its sensors change
+HARNESS_VERSION = 2  # part of the truth cache key: bump when the truth, its sensors or its records change
 
 
 LEAD_IN_S = 10.0  # straight driving before a circle (a car enters a circle from a road; the first seconds tell a heading)
@@ -99,10 +99,10 @@ def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch:
     scenario with the mismatch of ``seed`` (:func:`.mismatch.draw`) or the one given; cached under ``cache_dir`` when
     given (keyed by the inputs and :data:`HARNESS_VERSION`)."""
     from ..paths import default_sensors_path, default_vehicle_path
+    from ..sensors.mounts import mounts_from_vehicle
     from ..vehicle.description import load_vehicle
     from ..vehicle.detailed import DetailedVehicle
     from .run import run
-    from ..sensors.mounts import mounts_from_vehicle
     from .sensors import SensorSynthesizer, load_sensor_config
 
     desc = load_vehicle(default_vehicle_path())
@@ -114,8 +114,11 @@ def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch:
         text = Path(default_vehicle_path()).read_text() + Path(default_sensors_path()).read_text() + repr((manoeuvre, m.description, m.duration_s, mismatch, HARNESS_VERSION))
         key = Path(cache_dir) / f"{manoeuvre}_{seed}_{hashlib.sha256(text.encode()).hexdigest()[:16]}.pkl"
         if key.exists():
-            truths, samples = pickle.loads(key.read_bytes())
-            return desc, config, mismatch, truths, samples
+            try:
+                truths, samples = pickle.loads(key.read_bytes())
+                return desc, config, mismatch, truths, samples
+            except (pickle.UnpicklingError, EOFError, ImportError, AttributeError, TypeError, ValueError):
+                pass  # written by another version of the package (its records moved or changed): simulate again
     truth_desc = mm.truth_description(desc, mismatch)
     synth = SensorSynthesizer(mm.truth_sensors(config, mismatch), mounts_from_vehicle(truth_desc), seed=seed)
     truths, samples = [], []
