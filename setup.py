@@ -16,6 +16,8 @@ HERE = Path(__file__).resolve().parent
 
 # Same list as scripts/requirements.txt (checked by test/test_package.py).
 INSTALL_REQUIRES = ["numpy", "scipy", "numba", "pyyaml", "rosbags", "transforms3d", "matplotlib", "tqdm"]
+# optional: `state-observer foxglove` (no rosdep key exists for it, so it is not in package.xml)
+EXTRAS_REQUIRE = {"foxglove": ["foxglove-sdk"]}
 
 
 # Node executables (state_observer/ros/<node>.py, also installed by CMakeLists.txt).
@@ -49,6 +51,7 @@ setup(
     package_data={"state_observer.accel": ["hls/*.cpp", "hls/*.h", "hls/*.tcl"]},
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS_REQUIRE,
     entry_points={"console_scripts": [
         "state-observer = state_observer.cli:main",
         # rclpy nodes (need a ROS 2 install; ``ros2 run`` uses the colcon build's copies)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 # The models' matrices are small: BLAS threads only add latency (an n = 270 factorisation took
@@ -57,6 +58,27 @@ def _check(args: argparse.Namespace) -> int:
     from state_observer.io.check import check_command
 
     return check_command(args.bag, params=args.params, vehicle=args.vehicle)
+
+
+def _foxglove(args: argparse.Namespace) -> int:
+    from state_observer.foxglove_view import serve_bag
+
+    def listening(port: int) -> None:
+        print(f"foxglove: serving {args.bag} on ws://{args.host}:{port} (Foxglove: Open connection -> Foxglove WebSocket); "
+              "playback starts when a client subscribes; Ctrl-C stops", flush=True)
+
+    from state_observer.errors import StateObserverError
+
+    try:
+        sent = serve_bag(args.bag, host=args.host, port=args.port, rate=args.rate, loop=args.loop, topics=args.topic,
+                         on_listening=listening)
+    except KeyboardInterrupt:
+        return 0
+    except (StateObserverError, OSError, RuntimeError) as exc:  # bad bag, port in use
+        print(f"state-observer foxglove: {exc}", file=sys.stderr)
+        return 1
+    print(f"foxglove: sent {sum(sent.values())} messages on {len(sent)} topics")
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -276,6 +298,20 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--params", metavar="FILE", help="node parameters file (default: config/observer.yaml)")
     check.add_argument("--vehicle", metavar="FILE", help="vehicle YAML (overrides the parameter vehicle_file)")
     check.set_defaults(func=_check)
+
+    foxglove = commands.add_parser(
+        "foxglove", help="serve a rosbag2 to the Foxglove app over its WebSocket protocol (no ROS 2 needed)",
+        description="Serve every topic of BAG (or --topic ones) as a Foxglove channel (CDR messages, ros2msg schemas from "
+                    "the bag), paced at --rate times real time, once the Foxglove app (Open connection -> Foxglove WebSocket, "
+                    "ws://HOST:PORT) has subscribed. Needs the foxglove-sdk package. For the live node on a ROS 2 install, "
+                    "use the ROS package foxglove_bridge.")
+    foxglove.add_argument("bag", metavar="BAG", help="rosbag2 directory (sqlite3 or mcap), e.g. results/demo/output_bag")
+    foxglove.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    foxglove.add_argument("--port", type=int, default=8765, help="port (default: 8765, the app's default; 0: any free port)")
+    foxglove.add_argument("--rate", type=float, default=1.0, metavar="X", help="playback rate (default: 1 = real time; 0: as fast as possible)")
+    foxglove.add_argument("--loop", action="store_true", help="play the bag again and again until Ctrl-C")
+    foxglove.add_argument("--topic", action="append", metavar="TOPIC", help="serve only this topic (repeatable)")
+    foxglove.set_defaults(func=_foxglove)
 
     demo = commands.add_parser(
         "demo", help="simulate a drive, replay it through bag_player -> observer_node -> bag_recorder, report",

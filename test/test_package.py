@@ -29,6 +29,10 @@ PYTHON_MODULE_KEYS = {
     "tqdm": "python3-tqdm",
     "transforms3d": "python3-transforms3d",
 }
+# Optional Python modules with no rosdep key (rosdistro's python.yaml has none): not in package.xml, but a setup.py
+# extra (module -> pip distribution) and in scripts/requirements.txt, so the bootstrap installs them. On a ROS 2 install,
+# `pip install foxglove-sdk` adds `state-observer foxglove`; the live node's topics go through the ROS package foxglove_bridge.
+OPTIONAL_PIP_ONLY = {"foxglove": "foxglove-sdk"}
 # ROS packages of real installs only (no PyPI wheels, ARCHITECTURE.md 2): the launch files, RViz and the
 # node's optional TF broadcast need them; checked only where a ROS 2 distribution is sourced.
 INSTALL_ONLY = {"launch", "launch_ros", "rviz2", "tf2_ros"}
@@ -102,7 +106,7 @@ def test_manifest():
 def test_manifest_declares_every_import():
     run_keys = names(manifest().exec_depends)
     missing = {module: PYTHON_MODULE_KEYS.get(module, module)
-               for module in imported_modules()
+               for module in imported_modules() - set(OPTIONAL_PIP_ONLY)
                if PYTHON_MODULE_KEYS.get(module, module) not in run_keys}
     assert not missing, f"imported by state_observer/ but not an exec_depend in package.xml: {missing}"
 
@@ -140,6 +144,16 @@ def test_python_dependencies_agree():
     assert install_requires <= requirement_names(REPO / "scripts" / "requirements.txt")
     wheels = REPO / "scripts" / "requirements-ros-wheels.txt"
     assert "-r requirements.txt" in wheels.read_text()
+
+
+def test_optional_dependencies_are_setup_extras_installed_by_the_bootstrap():
+    tree = ast.parse((REPO / "setup.py").read_text())
+    extras = next(ast.literal_eval(node.value) for node in tree.body
+                  if isinstance(node, ast.Assign) and node.targets[0].id == "EXTRAS_REQUIRE")
+    in_extras = {name.lower() for names_ in extras.values() for name in names_}
+    assert set(OPTIONAL_PIP_ONLY.values()) <= in_extras
+    assert set(OPTIONAL_PIP_ONLY.values()) <= requirement_names(REPO / "scripts" / "requirements.txt")
+    assert set(OPTIONAL_PIP_ONLY) <= imported_modules()  # none is left over
 
 
 def test_ros_wheels_cover_runtime_dependencies():

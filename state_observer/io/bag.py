@@ -59,6 +59,7 @@ __all__ = [
     "TopicStatistics",
     "BAG_VERSION",
     "DEFAULT_STORAGE",
+    "message_definitions",
     "read_messages",
     "read_raw",
     "read_samples",
@@ -373,6 +374,16 @@ def read_raw(path: str | Path, topics: Iterable[str] | None = None, *,
             except _READ_ERRORS as exc:
                 raise IoError(f"{path}: cannot read bag: {exc}") from None
             yield connection.topic, connection.msgtype, log_ns, bytes(raw)
+
+
+def message_definitions(path: str | Path, topics: Iterable[str] | None = None) -> dict[str, tuple[str, str]]:
+    """topic -> (message type, ROS 2 message definition with its dependencies, as rosbag2 stores it) of ``topics``
+    (default: all) of the bag at ``path``."""
+    path = Path(path)
+    wanted = None if topics is None else set(topics)
+    with _reading(path) as reader:
+        return {c.topic: (c.msgtype, reader.typestore.generate_msgdef(c.msgtype, ros_version=2)[0])
+                for c in reader.connections if wanted is None or c.topic in wanted}
 
 
 def read_samples(path: str | Path, topics: Mapping[str, str] | None = None, joints: JointNames = JointNames()

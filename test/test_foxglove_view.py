@@ -1,0 +1,107 @@
+"""``state-observer foxglove``: a bag served over the Foxglove WebSocket protocol by foxglove-sdk, received by a real
+WebSocket client speaking the protocol (websockets): every channel advertised with a ros2msg schema, every message
+received once with its log time, and each payload decodable with the advertised schema alone."""
+import asyncio
+import json
+import struct
+import threading
+
+import numpy as np
+import pytest
+import websockets
+
+from state_observer.io.bag import BagWriter, read_raw
+from state_observer.vehicle.state import VehicleState
+
+EPOCH = 1_767_225_600_000_000_000
+N = 40
+
+
+def state(t_s: float) -> VehicleState:
+    z3, z4 = np.zeros(3), np.zeros(4)
+    return VehicleState(t_s, np.array([t_s * 10.0, 0.0, 0.0]), np.array([1.0, 0.0, 0.0, 0.0]), np.array([10.0, 0.0, 0.0]), z3, z3, z3,
+                        z4, np.full(4, 33.0), z4, 0.0, z4, np.tile([10.0, 20.0, 3000.0], (4, 1)), z4, z4, np.zeros((4, 3)), 1500.0, 0.9)
+
+
+@pytest.fixture
+def bag(tmp_path):
+    path = tmp_path / "bag"
+    with BagWriter(path) as writer:
+        for k in range(N):
+            writer.write_truth(state(k * 0.01), epoch_ns=EPOCH)
+    return path
+
+
+async def client(port: int, expected: int, timeout_s: float = 30.0):
+    """Connect, subscribe to every advertised channel, collect messages until ``expected`` arrived."""
+    async with websockets.connect(f"ws://127.0.0.1:{port}", subprotocols=["foxglove.sdk.v1", "foxglove.websocket.v1"]) as ws:
+        channels, received = {}, []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while len(received) < expected and loop.time() < deadline:
+            try:
+                frame = await asyncio.wait_for(ws.recv(), timeout=max(deadline - loop.time(), 0.01))
+            except asyncio.TimeoutError:
+                break
+            if isinstance(frame, str):
+                op = json.loads(frame)
+                if op["op"] == "advertise":
+                    new = {c["id"]: c for c in op["channels"]}
+                    channels.update(new)
+                    await ws.send(json.dumps({"op": "subscribe", "subscriptions": [{"id": cid, "channelId": cid} for cid in new]}))
+            elif frame[0] == 0x01:  # message data: opcode, subscription id u32, log time u64, payload
+                subscription, log_ns = struct.unpack_from("<IQ", frame, 1)
+                received.append((subscription, log_ns, bytes(frame[13:])))
+        return channels, received
+
+
+def test_every_message_of_the_bag_reaches_a_protocol_client_decodable(bag):
+    from rosbags.typesys import get_types_from_msg
+    from rosbags.typesys.store import Typestore
+
+    from state_observer.foxglove_view import serve_bag
+
+    expected = list(read_raw(bag))
+    port, stop, result = [], threading.Event(), {}
+    ready = threading.Event()
+
+    def run():
+        result["sent"] = serve_bag(bag, port=0, rate=0.0, on_listening=lambda p: (port.append(p), ready.set()), stop=stop)
+
+    server = threading.Thread(target=run, daemon=True)
+    server.start()
+    assert ready.wait(20.0)
+    try:
+        channels, received = asyncio.run(client(port[0], len(expected)))
+    finally:
+        stop.set()
+        server.join(20.0)
+    assert sorted(c["topic"] for c in channels.values()) == sorted({topic for topic, *_ in expected})
+    assert all(c["encoding"] == "cdr" and c["schemaEncoding"] == "ros2msg" for c in channels.values())
+    assert len(received) == len(expected) == sum(result["sent"].values())
+    by_topic = {}
+    for subscription, log_ns, payload in received:
+        by_topic.setdefault(channels[subscription]["topic"], []).append((log_ns, payload))
+    for topic, *_ in expected:
+        assert [x for x in by_topic[topic]] == [(log_ns, raw) for t, _, log_ns, raw in expected if t == topic]
+    # the advertised schema alone decodes the payloads (as the Foxglove app does)
+    for channel in channels.values():
+        store = Typestore()
+        name, text = channel["schemaName"], channel["schema"]
+        parts = text.split("=" * 80 + "\n")
+        types = get_types_from_msg(parts[0], name)
+        for part in parts[1:]:
+            header, _, body = part.partition("\n")
+            sub = header.removeprefix("MSG: ")
+            types.update(get_types_from_msg(body, sub if "/msg/" in sub else sub.replace("/", "/msg/")))
+        store.register(types)
+        msg = store.deserialize_cdr(by_topic[channel["topic"]][0][1], name)
+        assert msg.__msgtype__ == name
+
+
+def test_a_bag_that_is_not_there_is_one_error(tmp_path):
+    from state_observer.errors import InputError
+    from state_observer.foxglove_view import serve_bag
+
+    with pytest.raises(InputError, match="no such bag"):
+        serve_bag(tmp_path / "missing", port=0)
