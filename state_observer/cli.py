@@ -69,15 +69,17 @@ def _foxglove(args: argparse.Namespace) -> int:
 
     from state_observer.errors import StateObserverError
 
+    def played(sent) -> None:
+        print(f"foxglove: played {sum(sent.values())} messages on {len(sent)} topics; still serving (Ctrl-C stops)", flush=True)
+
     try:
-        sent = serve_bag(args.bag, host=args.host, port=args.port, rate=args.rate, loop=args.loop, topics=args.topic,
-                         on_listening=listening)
+        serve_bag(args.bag, host=args.host, port=args.port, rate=args.rate, loop=args.loop, topics=args.topic,
+                  on_listening=listening, on_played=played)
     except KeyboardInterrupt:
         return 0
     except (StateObserverError, OSError, RuntimeError) as exc:  # bad bag, port in use
         print(f"state-observer foxglove: {exc}", file=sys.stderr)
         return 1
-    print(f"foxglove: sent {sum(sent.values())} messages on {len(sent)} topics")
     return 0
 
 

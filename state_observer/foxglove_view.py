@@ -35,9 +35,11 @@ def _sdk():
 
 def serve_bag(bag: str | Path, *, host: str = "127.0.0.1", port: int = 8765, rate: float = 1.0, loop: bool = False,
               topics: Iterable[str] | None = None, on_listening: Callable[[int], None] | None = None,
-              stop: threading.Event | None = None) -> Counter:
-    """Serve ``bag`` (module docstring) on ``host``:``port`` (0: any free port, given to ``on_listening``); returns the
-    messages sent per topic. ``loop`` plays the bag again until ``stop`` is set (or Ctrl-C)."""
+              on_played: Callable[[Counter], None] | None = None, stop: threading.Event | None = None) -> Counter:
+    """Serve ``bag`` (module docstring) on ``host``:``port`` (0: any free port, given to ``on_listening``) until ``stop``
+    is set (or Ctrl-C); returns the messages sent per topic. ``loop`` plays the bag again and again; otherwise, once it
+    is played (``on_played`` gets the counts), the server stays up, so that the app keeps its view and no message still
+    on its way is cut off."""
     if rate < 0:
         raise InputError(f"--rate must be >= 0 (0: as fast as possible), got {rate}")
     foxglove = _sdk()
@@ -67,6 +69,10 @@ def serve_bag(bag: str | Path, *, host: str = "127.0.0.1", port: int = 8765, rat
                 channels[topic].log(raw, log_time=log_ns)
                 sent[topic] += 1
             if not loop:
+                if on_played is not None:
+                    on_played(sent)
+                while not stop.wait(0.5):
+                    pass
                 break
     finally:
         server.stop()

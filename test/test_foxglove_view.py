@@ -65,8 +65,9 @@ def test_every_message_of_the_bag_reaches_a_protocol_client_decodable(bag):
     port, stop, result = [], threading.Event(), {}
     ready = threading.Event()
 
-    def run():
-        result["sent"] = serve_bag(bag, port=0, rate=0.0, on_listening=lambda p: (port.append(p), ready.set()), stop=stop)
+    def run():  # serves until stop is set: the whole bag goes out at once (rate 0), then the server waits
+        result["sent"] = serve_bag(bag, port=0, rate=0.0, on_listening=lambda p: (port.append(p), ready.set()),
+                                   on_played=lambda sent: result.setdefault("played", sum(sent.values())), stop=stop)
 
     server = threading.Thread(target=run, daemon=True)
     server.start()
@@ -78,7 +79,8 @@ def test_every_message_of_the_bag_reaches_a_protocol_client_decodable(bag):
         server.join(20.0)
     assert sorted(c["topic"] for c in channels.values()) == sorted({topic for topic, *_ in expected})
     assert all(c["encoding"] == "cdr" and c["schemaEncoding"] == "ros2msg" for c in channels.values())
-    assert len(received) == len(expected) == sum(result["sent"].values())
+    assert not server.is_alive()
+    assert len(received) == len(expected) == sum(result["sent"].values()) == result["played"]
     by_topic = {}
     for subscription, log_ns, payload in received:
         by_topic.setdefault(channels[subscription]["topic"], []).append((log_ns, payload))
