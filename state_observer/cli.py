@@ -61,13 +61,12 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _foxglove(args: argparse.Namespace) -> int:
+    from state_observer.errors import StateObserverError
     from state_observer.foxglove_view import serve_bag
 
     def listening(port: int) -> None:
         print(f"foxglove: serving {args.bag} on ws://{args.host}:{port} (Foxglove: Open connection -> Foxglove WebSocket); "
               "playback starts when a client subscribes; Ctrl-C stops", flush=True)
-
-    from state_observer.errors import StateObserverError
 
     def played(sent) -> None:
         print(f"foxglove: played {sum(sent.values())} messages on {len(sent)} topics; still serving (Ctrl-C stops)", flush=True)

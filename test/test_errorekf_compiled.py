@@ -14,17 +14,22 @@ from state_observer.sensors import models
 EXTRAS = dict(imu_biases=True, parameters=("mass", "cornering_front", "cornering_rear", "longitudinal"))
 
 
-@pytest.fixture(scope="module", params=["plain", "extras"])
-def filt(request):
+def new_filter(settings: ErrorEkfSettings | None = None, **start) -> VehicleErrorEKF:
+    """An errorEKF-FE on the default vehicle's 14-DOF model, started at 15 m/s (``start``: other arguments of start)."""
     from state_observer.paths import default_vehicle_path
     from state_observer.sensors.mounts import mounts_from_vehicle
     from state_observer.vehicle.description import load_vehicle
     from state_observer.vehicle.reduced import ReducedVehicle
 
     desc = load_vehicle(default_vehicle_path())
-    settings = ErrorEkfSettings(**(EXTRAS if request.param == "extras" else {}))
     f = VehicleErrorEKF(ReducedVehicle(desc), mounts_from_vehicle(desc), settings)
-    f.start(speed_m_s=15.0)
+    f.start(**{"speed_m_s": 15.0, **start})
+    return f
+
+
+@pytest.fixture(scope="module", params=["plain", "extras"])
+def filt(request):
+    f = new_filter(ErrorEkfSettings(**(EXTRAS if request.param == "extras" else {})))
     f.vehicle.set_inputs(0.4, [100.0, 100.0, 0.0, 0.0], [0.0] * 4)
     for _ in range(30):
         assert f.predict()
@@ -201,15 +206,8 @@ def test_force_correction_turns_with_the_heading_and_fades_as_its_covariance_doe
     """The x-y force correction is fixed to the heading (a drag correction stays along the car through a turn), and the
     force errors are first-order Gauss-Markov in the covariance as in the correction: with no measurement their variance
     tends to walk^2 tau / 2, not to infinity."""
-    from state_observer.paths import default_vehicle_path
-    from state_observer.sensors.mounts import mounts_from_vehicle
-    from state_observer.vehicle.description import load_vehicle
-    from state_observer.vehicle.reduced import ReducedVehicle
-
-    desc = load_vehicle(default_vehicle_path())
     settings = ErrorEkfSettings(force_walk_saturation=0.0, force_walk_rate=0.0)
-    f = VehicleErrorEKF(ReducedVehicle(desc), mounts_from_vehicle(desc), settings)
-    f.start(speed_m_s=15.0, yaw_rad=0.3)
+    f = new_filter(settings, yaw_rad=0.3)
     assert f.predict()
     yaw = float(f.vehicle.solver.q[5])
     f.vehicle.force_correction[:2] = 800.0 * np.array([np.cos(yaw), np.sin(yaw)])  # 800 N along the car, east-north
@@ -230,14 +228,7 @@ def test_force_correction_turns_with_the_heading_and_fades_as_its_covariance_doe
 def test_gnss_is_used_horizontally_the_altitude_is_the_roads():
     """A fix 30 m above the model (a hill the flat-road model does not know) is accepted for its horizontal position and
     moves no vertical state; GNSS velocity likewise (2 rows each)."""
-    from state_observer.paths import default_vehicle_path
-    from state_observer.sensors.mounts import mounts_from_vehicle
-    from state_observer.vehicle.description import load_vehicle
-    from state_observer.vehicle.reduced import ReducedVehicle
-
-    desc = load_vehicle(default_vehicle_path())
-    f = VehicleErrorEKF(ReducedVehicle(desc), mounts_from_vehicle(desc))
-    f.start(speed_m_s=15.0)
+    f = new_filter()
     for _ in range(20):
         assert f.predict()
         f.correct()

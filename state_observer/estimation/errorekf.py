@@ -466,9 +466,9 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._G = np.zeros((N, n))  # errorEKF-FE: the velocity rows of F (_fe_transition)
         self._directions = np.zeros((N, len(self.force_names)))  # generalised-force direction of each force-error state
         self._correction_decay = math.exp(-dt / s.force_memory_s) if fe and s.force_memory_s > 0.0 else 1.0
+        self._correction_yaw = None  # heading at which the force correction's x-y part was last turned (rad)
         # the force errors are first-order Gauss-Markov processes, in the covariance as in the correction they feed
         # (stationary sigma: walk sqrt(force_memory_s / 2)); the biases and parameters are random walks
-        self._correction_yaw = None  # heading at which the force correction's x-y part was last turned (rad)
         self._extra_decay = np.ones(n - 2 * N)
         self._extra_decay[: len(self.force_names)] = self._correction_decay
         desc = getattr(vehicle, "desc", None)

@@ -39,19 +39,19 @@ draws the same numbers whether a sample is kept or dropped: changing one sensor'
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Union
 
 import numpy as np
 import yaml
 
-from ..sensors.geodesy import LocalENU
-from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
 from ..conventions import quaternion_to_matrix
-from ..sensors.mounts import SensorMounts
-from ..vehicle.state import VehicleState
 from ..errors import SensorConfigError
+from ..sensors.geodesy import LocalENU
+from ..sensors.mounts import SensorMounts
+from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
+from ..vehicle.state import VehicleState
 
 Sample = Union[ImuSample, GnssFix, GnssVelocity, WheelSample, SteeringSample]
 
