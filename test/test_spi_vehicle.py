@@ -9,14 +9,15 @@ from state_observer.sim import harness as h
 from state_observer.sim import mismatch as mm
 
 
-def run(manoeuvre: str, initial_mass_factor: float, seed: int = 0, keep=lambda sample: True):
-    """The online spi_reduced observer on a nominal truth (the vehicle file itself) started with a wrong mass, fed the
-    samples ``keep`` keeps; returns (truth mass, estimate times, masses, frictions, final parameter report, the observer)."""
+def run(manoeuvre: str, initial_mass_factor: float, seed: int = 0, keep=lambda sample: True, mismatch=None):
+    """The online spi_reduced observer on a nominal truth (the vehicle file itself; or ``mismatch``'s) started with a wrong
+    mass, fed the samples ``keep`` keeps; returns (truth mass, estimate times, masses, frictions, final parameter report,
+    the observer)."""
     from state_observer.estimation.online import OnlineObserver, OnlineSettings
     from state_observer.sim.run import path_start
     from state_observer.sensors.mounts import mounts_from_vehicle
 
-    desc, config, _, truths, samples = h.simulate(manoeuvre, seed, mismatch=mm.nominal(seed))
+    desc, config, _, truths, samples = h.simulate(manoeuvre, seed, mismatch=mismatch or mm.nominal(seed))
     speed, yaw, xy = path_start(h.MANOEUVRES[manoeuvre]())
     d = config.gnss_fix.datum
     settings = OnlineSettings(observer="spi_reduced", start_mode="pose", start_pose=(xy[0], xy[1], yaw, speed),
@@ -52,6 +53,22 @@ def test_friction_keeps_a_lower_bound_below_the_road_without_saturation(speed_ch
     assert 0.2 < friction["lower_bound"] <= 1.0  # the accelerations proved some grip, never more than the road has
     assert friction["status"] == NOT_OBSERVABLE  # no tire saturated: nothing but the bound is known
     assert np.all(np.abs(mu - 1.0) < 1e-9)  # the vehicle file's friction (1.0) is kept
+
+
+def test_friction_follows_a_step_once_the_front_tires_saturate():
+    """The harness' friction step on a truth car with Magic-Formula tires and perturbed stiffnesses (tuning seed): on
+    0.8 the circle (0.59 g) leaves the tires short of saturation, so the friction stays at the vehicle file's 1.0 with a
+    bound below the road; on 0.6 the front axle saturates and the estimate comes within 0.05 of the road within 5 s."""
+    seed = 100
+    step_s = h.FRICTION_STEP_S
+    true_mass, t, mass, mu, report, obs = run("friction_step", 1.0, seed, mismatch=mm.draw(seed, h.MANOEUVRES["friction_step"]().duration_s))
+    t_rel = t - t[0]
+    before = (t_rel > 12.0) & (t_rel < step_s)
+    assert np.all(mu[before] == 1.0), mu[before].min()  # no saturation seen on the grippier road
+    after = t_rel > step_s + 5.0
+    assert np.all(np.abs(mu[after] - 0.6) <= 0.05), (mu[after].min(), mu[after].max())
+    friction = report["friction"]
+    assert friction["status"] in (CONVERGING, CONVERGED) and friction["lower_bound"] <= 0.6 + 1e-9
 
 
 def test_mass_is_left_alone_without_longitudinal_excitation():

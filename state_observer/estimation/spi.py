@@ -10,11 +10,18 @@ observed here departs from the seeds, see below).
   The tire model's stiffness does not enter (the seeds' force-balance residual on x and y made the mass absorb every
   lateral tire error); the mass is observable only with longitudinal excitation and known torques, and is left alone
   at low speed, reversing or without torque samples.
-* Friction, from the tires' utilisation u_i = |F_i| / F_z,i (published forces: the model's plus the force correction):
-  the road offers at least the largest utilisation seen (a lower bound over the last ``lower_bound_window_s``); a tire
-  whose force is below ``saturation_ratio`` of what its linear characteristic gives at the same slip is saturating,
-  and then its utilisation is an observation of mu (a scalar Kalman filter with a random walk).  The model's friction
-  follows the estimate, never below the bound.
+* Friction, per axle, from the axle's utilisation u = |F| / F_z with the lateral force the accelerometer proves (the
+  published axle forces plus the mass times the accelerometer's mean innovation across the car, shared between the axles
+  as a force at the centre of mass): the road offers at least the largest utilisation seen (a lower bound over the last
+  ``lower_bound_window_s``).  An axle saturates where its force falls below ``saturation_ratio`` of what the vehicle
+  file's linear characteristic gives at its slip angle; the slip angle is not taken from the state (whose sideslip is
+  set by the very tire model in question) but from the difference of the axles' slip angles, which the steering angle,
+  yaw rate and speed fix whatever the sideslip (alpha_f - alpha_r = delta - L r / v_x for a single track), with the
+  other axle assumed linear: the understeer angle of the handling diagram (Pacejka 2012, ch. 1).  A saturating axle's
+  utilisation is an observation of mu (a scalar Kalman filter with a random walk); the model's friction follows the
+  estimate, never below the bound.  The forces of a model that believes the road grippier than it is never show
+  saturation at the state's own slip angles: the earlier test on them let the estimate stay at its prior on the
+  harness' friction step.
 * Cornering stiffness per axle: in the linear range (axle utilisation 0.1-0.45) the axle's published lateral force over
   the model's own at the same slip observes the scale of its stiffness (a Kalman filter per axle).  It is published, and
   fed back to the model only with ``cornering_feedback``: in steady cornering a stiffness and a sideslip cannot be told
@@ -32,7 +39,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..sensors import models
 from ..vehicle import reduced_kernels as kern
+from ..vehicle.reduced import GRAVITY_M_S2
 from .errorekf import N, ErrorEkfSettings, VehicleErrorEKF
 
 NOT_OBSERVABLE, CONVERGING, CONVERGED, AT_BOUND = 0, 1, 2, 3
@@ -60,12 +69,14 @@ class SpiSettings:
     mu_sigma: float = 0.3  # prior 1-sigma
     mu_walk_per_sqrt_s: float = 0.05
     mu_bounds: tuple = (0.1, 1.5)
-    # a saturating tire: its utilisation below this share of its linear characteristic's at the same slip (a Magic-Formula
-    # tire reaches it at 1.6 times the slip of its peak, where it still gives 96 % of the peak; a linearised one there gives mu)
+    # an axle saturates where its force is below this share of its linear characteristic's at its slip angle (a
+    # Magic-Formula tire reaches it at 1.6 times the slip of its peak, where it still gives 96 % of the peak)
     saturation_ratio: float = 0.6
-    min_normalised_slip: float = 1.0  # a tire must slip this much (normalised, k_y tan(alpha): where the linearised one reaches mu = 1) to show saturation
-    min_saturated_utilisation: float = 0.15  # and carry at least this (a slip angle from a small lateral-velocity error is no proof)
+    min_saturated_utilisation: float = 0.15  # and carries at least this (a slip angle from a small rate error is no proof)
     min_saturation_speed_m_s: float = 8.0  # below it slip angles are too uncertain to judge saturation
+    max_yaw_acceleration_rad_s2: float = 0.1  # and turns steadily (while the yaw rate builds up the steering leads it)
+    min_saturated_s: float = 0.5  # an axle must saturate this long before its utilisation counts
+    accel_innovation_s: float = 0.1  # the accelerometer's innovation is averaged over this time (s)
     utilisation_sigma: float = 0.04
     lower_bound_window_s: float = 5.0
     mu_converged: float = 0.05
@@ -101,7 +112,10 @@ class VehicleSPI(VehicleErrorEKF):
         self.mu, self.P_mu = self.mu_prior, sp.mu_sigma**2
         self.mu_lower_bound, self.mu_lower_sigma = 0.0, 0.0
         self._utilisation = deque()  # (t, largest utilisation, its sigma)
-        self._mu_seen_s = -math.inf  # when a saturating tire was last seen
+        self._mu_seen_s = -math.inf  # when a saturating axle was last seen
+        self._accel_innovation = np.zeros(2)
+        self._saturated_s = 0.0  # how long an axle has been seen saturating
+        self._episode_u, self._episode_end_s = 0.0, -math.inf  # the saturation episode's largest utilisation, its last time  # mean accelerometer innovation along and across base_link (m/s^2)
         self.cornering = np.array(v.tire_scales[:2], dtype=float)
         self.P_cornering = np.full(2, sp.cornering_sigma**2)
         self._cornering_seen = np.zeros(2, dtype=bool)
@@ -138,7 +152,7 @@ class VehicleSPI(VehicleErrorEKF):
             return
         forces = self.tire_forces()  # (4, 3) tire frames, with the force correction
         geo = v._geo
-        fx, fz = forces[:, 0], np.maximum(forces[:, 2], 0.0)
+        fz = np.maximum(forces[:, 2], 0.0)
         heading = np.array([c, s, 0.0])
         # mass: the torque balance along the heading
         if self.torques_known:
@@ -153,20 +167,13 @@ class VehicleSPI(VehicleErrorEKF):
             yaw_rate = qd[5]
             a_cg = c * qdd[0] + s * qdd[1] - yaw_rate**2 * self._x_cg_m
             w.add_mass(a_cg, along - drag, abs(lateral), abs(float(fx_torque.sum())))
-        # friction: utilisation and saturation
+        # friction: the axles' forces and slip angles (judged once per window, :meth:`_axle_friction`)
         loaded = fz > 200.0
+        out = v._tire_out
         if loaded.any():
-            u = np.where(loaded, np.hypot(fx, forces[:, 1]) / np.maximum(fz, 1.0), 0.0)
-            out = v._tire_out
-            # saturation is judged across the wheel (the lateral slip comes from the state; a longitudinal slip would come
-            # from wheel speeds, whose rolling radius the model knows only roughly)
-            sigma_y = v.tire_rows[:, 5] * np.abs(np.tan(np.clip(out[5], -1.4, 1.4)))  # the linear characteristic's lateral force per load
-            u_y = np.where(loaded, np.abs(forces[:, 1]) / np.maximum(fz, 1.0), 0.0)
-            saturating = (loaded & (sigma_y > sp.min_normalised_slip) & (u_y < sp.saturation_ratio * np.minimum(sigma_y, 10.0))
-                          & (u_y > sp.min_saturated_utilisation) & (speed > sp.min_saturation_speed_m_s))
-            w.add_friction(float(u.max()), float(u[saturating].mean()) if saturating.any() else math.nan)
-            # cornering stiffness: published over model lateral force per axle, in the linear range
+            w.add_axles(forces, v.tire_rows[:, 5], out[5], speed, qdd[5])
             model_fy = out[1]
+            # cornering stiffness: published over model lateral force per axle, in the linear range
             for a, pair in enumerate((slice(0, 2), slice(2, 4))):
                 axle_u = abs(forces[pair, 1].sum()) / max(fz[pair].sum(), 1.0)
                 if sp.cornering_utilisation[0] < axle_u < sp.cornering_utilisation[1] and abs(model_fy[pair].sum()) > 1.0:
@@ -200,24 +207,24 @@ class VehicleSPI(VehicleErrorEKF):
             v.set_total_mass(self.mass[0])
         # friction
         self.P_mu += sp.mu_walk_per_sqrt_s**2 * dt
-        if w.u_n:
-            self._utilisation.append((t, w.u_max, 0.05))
+        u_max, u_saturated = self._axle_friction(w)
+        if math.isfinite(u_max):
+            self._utilisation.append((t, u_max, 0.05))
         while self._utilisation and self._utilisation[0][0] < t - sp.lower_bound_window_s:
             self._utilisation.popleft()
         if self._utilisation:
             best = max(self._utilisation, key=lambda r: r[1])
             self.mu_lower_bound, self.mu_lower_sigma = best[1], best[2]
-        if w.sat_n:
-            # a saturating tire: its utilisation is the friction here and now (a bound from earlier, perhaps on another
+        if math.isfinite(u_saturated):
+            # a saturating axle: its utilisation is the friction here and now (a bound from earlier, perhaps on another
             # surface, no longer holds)
-            z = w.sat_sum / w.sat_n
             K = self.P_mu / (self.P_mu + sp.utilisation_sigma**2)
-            self.mu += K * (z - self.mu)
+            self.mu += K * (u_saturated - self.mu)
             self.P_mu *= 1.0 - K
             self._mu_seen_s = t
             self._utilisation.clear()
-            self._utilisation.append((t, min(w.u_max, self.mu), 0.05))
-            self.mu_lower_bound = min(w.u_max, self.mu)
+            self._utilisation.append((t, min(u_max, self.mu), 0.05))
+            self.mu_lower_bound = min(u_max, self.mu)
         self.mu = min(max(self.mu, self.mu_lower_bound, sp.mu_bounds[0]), sp.mu_bounds[1])
         v.mu = self.mu
         # cornering stiffness
@@ -235,6 +242,55 @@ class VehicleSPI(VehicleErrorEKF):
             if sp.cornering_feedback and np.any(np.abs(self.cornering - old[2:4]) > 1e-6):
                 self._take_cornering(old)
         self._window = _Window()
+
+    def _axle_friction(self, w: "_Window") -> tuple[float, float]:
+        """The window's utilisation and, if an axle saturates, the same utilisation (else NaN) (module docstring).
+
+        Window means: u = |(sum F_x, sum F_y + m a_nu,y)| / sum F_z over the four tires (published forces, a_nu the
+        accelerometer's mean innovation across base_link), which in steady cornering is each axle's too (the axles share
+        the lateral force as they share the weight, by the centre of mass; the model's own split follows its force
+        correction).  An axle saturates if u_y < saturation_ratio k tan(alpha'), alpha' its slip angle with the other
+        axle's taken as linear, atan(u_y / k_other), plus the measured difference of the two (alpha_f - alpha_r)."""
+        sp = self.spi
+        if not w.axle_n:
+            return math.nan, math.nan
+        n = w.axle_n
+        mass = self.vehicle.total_mass_kg
+        fz = mass * GRAVITY_M_S2  # the weight: the model's own normal loads follow its heave and pitch errors
+        fy = w.axle_fy.sum() / n + mass * self._accel_innovation[1]
+        u_y = fy / fz
+        u = math.hypot(w.axle_fx.sum() / n, fy) / fz
+        if (abs(u_y) < sp.min_saturated_utilisation or w.speed / n < sp.min_saturation_speed_m_s
+                or abs(w.yaw_acceleration / n) > sp.max_yaw_acceleration_rad_s2):
+            self._saturated_s = 0.0
+            return u, math.nan
+        k, alpha = w.axle_k / n, w.axle_alpha / n
+        slip_difference = alpha[1] - alpha[0]  # front minus rear slip angle, signed as the lateral force (u_y = k tan(slip))
+        linear = np.arctan(u_y / k)
+        slip = np.array([linear[1] + slip_difference, linear[0] - slip_difference])
+        demand = k * np.tan(np.clip(slip, -1.4, 1.4))  # what each axle's linear characteristic gives at that slip angle
+        saturating = (u_y * demand > 0.0) & (abs(u_y) < sp.saturation_ratio * np.abs(demand))
+        self._saturated_s = self._saturated_s + sp.every_steps * self.vehicle.dt_s if saturating.any() else 0.0
+        if self._saturated_s < sp.min_saturated_s:
+            return u, math.nan
+        # one episode of saturation (gaps shorter than a second): the tire passed through its peak on the way in, and
+        # beyond it gives less as it slides (a Magic-Formula tire ~10 % less at 17 deg): the episode's largest utilisation
+        t = self.vehicle.solver.t
+        self._episode_u = u if t - self._episode_end_s > 1.0 else max(self._episode_u, u)
+        self._episode_end_s = t
+        return u, self._episode_u
+
+    def update_imu(self, angular_velocity_rad_s, linear_acceleration_m_s2, gyro_sigma, accel_sigma):
+        """The errorEKF-FE's IMU update, after keeping the accelerometer's innovation across base_link (its mean over
+        ``accel_innovation_s``), which the friction estimate adds to the published lateral forces."""
+        a = np.asarray(linear_acceleration_m_s2, float)
+        solver = self.vehicle.solver
+        if solver is not None and np.all(np.isfinite(a)):
+            h, _ = models.accelerometer(solver.q, solver.qd, solver.qdd, self.mounts.imu_position_m, self.mounts.imu_rotation)
+            nu = np.asarray(self.mounts.imu_rotation, float) @ (a - self.imu_bias[3:] - h)
+            gain = min(1.0, 0.01 / self.spi.accel_innovation_s)  # 100 Hz
+            self._accel_innovation += gain * (nu[:2] - self._accel_innovation)
+        return super().update_imu(angular_velocity_rad_s, linear_acceleration_m_s2, gyro_sigma, accel_sigma)
 
     def _take_cornering(self, old: np.ndarray) -> None:
         """The model takes the new stiffness scales; its force correction gives back what the tires now carry."""
@@ -286,19 +342,25 @@ class _Window:
     def __init__(self):
         self.stopped = False
         self.mass_sum, self.mass_n = np.zeros(4), 0
-        self.u_max, self.u_n = 0.0, 0
-        self.sat_sum, self.sat_n = 0.0, 0
+        self.axle_fx, self.axle_fy, self.axle_fz = np.zeros(2), np.zeros(2), np.zeros(2)
+        self.axle_k, self.axle_alpha, self.speed, self.yaw_acceleration, self.axle_n = np.zeros(2), np.zeros(2), 0.0, 0.0, 0
         self.corner_sum, self.corner_n = np.zeros(2), np.zeros(2, dtype=int)
 
     def add_mass(self, a: float, y: float, lateral: float, traction: float) -> None:
         self.mass_sum += (a, y, lateral, traction)
         self.mass_n += 1
 
-    def add_friction(self, u_max: float, u_saturated: float) -> None:
-        self.u_max, self.u_n = max(self.u_max, u_max), self.u_n + 1
-        if math.isfinite(u_saturated):
-            self.sat_sum += u_saturated
-            self.sat_n += 1
+    def add_axles(self, forces: np.ndarray, k: np.ndarray, alpha: np.ndarray, speed: float, yaw_acceleration: float) -> None:
+        """Per axle: the published forces (4, 3) summed, the mean cornering stiffness per load and slip angle."""
+        for a, pair in enumerate((slice(0, 2), slice(2, 4))):
+            self.axle_fx[a] += forces[pair, 0].sum()
+            self.axle_fy[a] += forces[pair, 1].sum()
+            self.axle_fz[a] += max(forces[pair, 2].sum(), 0.0)
+            self.axle_k[a] += k[pair].mean()
+            self.axle_alpha[a] += alpha[pair].mean()
+        self.speed += speed
+        self.yaw_acceleration += yaw_acceleration
+        self.axle_n += 1
 
     def add_cornering(self, axle: int, ratio: float) -> None:
         self.corner_sum[axle] += ratio
