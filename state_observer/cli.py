@@ -64,8 +64,11 @@ def _foxglove(args: argparse.Namespace) -> int:
     from state_observer.errors import StateObserverError
     from state_observer.foxglove_view import serve_bag
 
+    from state_observer.paths import foxglove_layout_path
+
     def listening(port: int) -> None:
         print(f"foxglove: serving {args.bag} on ws://{args.host}:{port} (Foxglove: Open connection -> Foxglove WebSocket); "
+              f"the observer's layout: {foxglove_layout_path()} (Layouts -> Import from file); "
               "playback starts when a client subscribes; Ctrl-C stops", flush=True)
 
     def played(sent) -> None:

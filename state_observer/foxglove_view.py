@@ -102,3 +102,44 @@ def _subscription_listener(foxglove):
             return True
 
     return SubscriptionListener()
+
+
+# ----- the shipped layout ---------------------------------------------------------------------------------------------
+WHEELS = ("fl", "fr", "rl", "rr")
+
+
+def layout():
+    """The Foxglove layout shipped as ``config/foxglove/state_observer_layout.json`` (``foxglove.layouts.Layout``): the
+    car in 3D following base_link (path and markers), the tire forces per wheel (lateral and normal), sideslip and yaw
+    rate, mass and friction with their 1-sigma and the friction's proven lower bound, the filter's state message (NIS per
+    sensor) and /diagnostics.  Topics and field paths are those of the observer's outputs (``io.convert.OUTPUT_TOPICS``)."""
+    from foxglove import layouts as fl
+
+    from .io.convert import BASE_FRAME, ODOM_FRAME, OUTPUT_TOPICS
+
+    t = OUTPUT_TOPICS
+
+    def plot(title: str, series: list[tuple[str, str]]):
+        return fl.PlotPanel(title=title, config=fl.PlotConfig(paths=[fl.PlotSeries(value=path, label=label, timestamp_method="headerStamp")
+                                                                     for path, label in series], show_legend=True))
+
+    forces = fl.TabContainer(tabs=[
+        fl.TabItem(title=f"F{axis}", content=plot(f"tire force {axis} (N)", [(f"{t['tire_forces']}.wheels[{i}].f{axis}_n", w) for i, w in enumerate(WHEELS)]))
+        for axis in ("y", "z", "x")])
+    motion = plot("sideslip (rad), yaw rate (rad/s)", [(f"{t['state']}.sideslip_rad", "sideslip"), (f"{t['state']}.yaw_rate_rad_s", "yaw rate")])
+    p = t["parameters"]
+    mass = plot("mass (kg)", [(f"{p}.mass_kg", "mass"), (f"{p}.mass_sigma_kg", "1-sigma")])
+    friction = plot("friction (-)", [(f"{p}.friction_coefficient", "mu"), (f"{p}.friction_lower_bound", "proven lower bound"),
+                                     (f"{p}.friction_sigma", "1-sigma")])
+    scene = fl.ThreeDeePanel(title="car", config=fl.ThreeDeeConfig(
+        follow_tf=BASE_FRAME, fixed_frame=ODOM_FRAME,
+        topics={t["path"]: fl.BaseRendererPosesTopicSettings(visible=True, type="line", line_width=0.1),
+                t["markers"]: fl.BaseRendererRosMarkerTopicSettings(visible=True)}))
+    right = fl.SplitContainer(direction="column", items=[
+        fl.SplitItem(content=forces), fl.SplitItem(content=motion),
+        fl.SplitItem(content=fl.SplitContainer(direction="row", items=[fl.SplitItem(content=mass), fl.SplitItem(content=friction)]))])
+    bottom = fl.SplitContainer(direction="row", items=[
+        fl.SplitItem(content=fl.RawMessagesPanel(title="filter state (NIS per sensor)", config=fl.RawMessagesConfig(topic_path=t["state"]))),
+        fl.SplitItem(content=fl.DiagnosticsSummaryPanel(title="diagnostics"))])
+    left = fl.SplitContainer(direction="column", items=[fl.SplitItem(proportion=2, content=scene), fl.SplitItem(content=bottom)])
+    return fl.Layout(content=fl.SplitContainer(direction="row", items=[fl.SplitItem(content=left), fl.SplitItem(content=right)]))

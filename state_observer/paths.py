@@ -26,6 +26,7 @@ MESSAGE_NAMES = ("WheelForce", "TireForces", "VehicleParameters", "ObserverState
 
 DEFAULT_VEHICLE = "config/vehicles/default.yaml"
 DEFAULT_SENSORS = "config/sensors/default.yaml"
+FOXGLOVE_LAYOUT = "config/foxglove/state_observer_layout.json"
 
 
 
@@ -107,3 +108,8 @@ def default_vehicle_path() -> Path:
 def default_sensors_path() -> Path:
     """The default sensor configuration, ``config/sensors/default.yaml``."""
     return find_data_file(DEFAULT_SENSORS)
+
+
+def foxglove_layout_path() -> Path:
+    """The Foxglove layout of the observer's outputs (:func:`state_observer.foxglove_view.layout`)."""
+    return find_data_file(FOXGLOVE_LAYOUT)

@@ -107,3 +107,65 @@ def test_a_bag_that_is_not_there_is_one_error(tmp_path):
 
     with pytest.raises(InputError, match="no such bag"):
         serve_bag(tmp_path / "missing", port=0)
+
+
+def _fields(msgtype: str) -> dict:
+    """Field name -> type of one of the package's messages, from its .msg file."""
+    from state_observer.paths import message_definition
+
+    fields = {}
+    for line in message_definition(msgtype.rsplit("/", 1)[-1]).read_text().splitlines():
+        words = line.split("#")[0].split()
+        if len(words) == 2 and "=" not in line.split("#")[0]:
+            fields[words[1]] = words[0]
+    return fields
+
+
+def _resolve(path: str) -> str:
+    """The type a Foxglove message path (``/topic.field[i].field``) of the observer's outputs names; fails if it names nothing."""
+    from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS
+
+    topics = {topic: OUTPUT_MSGTYPES[kind] for kind, topic in OUTPUT_TOPICS.items()}
+    topic, _, rest = path.partition(".")
+    assert topic in topics, f"{path}: {topic} is not an output topic"
+    kind = topics[topic]
+    for part in filter(None, rest.split(".")):
+        name = part.split("[")[0]
+        fields = _fields(kind)
+        assert name in fields, f"{path}: {kind} has no field {name}"
+        kind = fields[name].split("[")[0]
+    return kind
+
+
+def test_the_shipped_layout_is_the_generated_one_and_names_real_fields():
+    """config/foxglove/state_observer_layout.json is what foxglove_view.layout() builds (it cannot drift), and every topic
+    and message path in it names an output topic and a field of its message (the plots are numbers)."""
+    from state_observer.foxglove_view import layout
+    from state_observer.io.convert import OUTPUT_TOPICS
+    from state_observer.paths import foxglove_layout_path
+
+    shipped = json.loads(foxglove_layout_path().read_text())
+    assert shipped == json.loads(layout().to_json())
+    panels, values = [], []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("type") == "panel":
+                panels.append(node)
+            for key, value in node.items():
+                if key in ("value", "topicPath") and isinstance(value, str):
+                    values.append(value)
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(shipped)
+    assert {p["panelType"] for p in panels} >= {"ThreeDee", "Plot", "RawMessages", "DiagnosticsSummary"}
+    assert len(values) >= 12
+    for value in values:
+        kind = _resolve(value)
+        assert kind == "float64" or value == OUTPUT_TOPICS["state"], (value, kind)
+    scene = next(p for p in panels if p["panelType"] == "ThreeDee")
+    assert set(scene["config"]["topics"]) <= set(OUTPUT_TOPICS.values())
+    assert scene["config"]["followTf"] == "base_link"
