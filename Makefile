@@ -13,8 +13,9 @@ bootstrap:
 # Runs against the installed package (install/...), not the source tree: pytest starts
 # in test/, so `python -m pytest` puts test/ (not the repo root) on sys.path. ROS tests
 # must run here: a missing rclpy or state_observer.msg is an error (test/conftest.py).
+# ARGS='-m "not slow"' leaves out the whole-drive modules (a quick round; test/conftest.py).
 test: bootstrap
-	@$(ENV) cd test && STATE_OBSERVER_REQUIRE_ROS=1 python -m pytest -q
+	@$(ENV) cd test && STATE_OBSERVER_REQUIRE_ROS=1 python -m pytest -q $(ARGS)
 
 bench: bootstrap
 	@mkdir -p results

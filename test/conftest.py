@@ -31,6 +31,9 @@ DOMAIN_ID = 1 + os.getpid() % 101
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "ros: needs rclpy and the built state_observer.msg")
+    # the modules that simulate or process whole drives (about four fifths of the suite's time): `make test
+    # ARGS='-m "not slow"'` leaves them out for a quick round while changing code; CI runs everything
+    config.addinivalue_line("markers", "slow: simulates or processes whole drives")
     # lark (used by rosidl's parser inside rclpy) imports the deprecated sre_* modules.
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:lark.utils")
 

@@ -1,7 +1,11 @@
 """The benchmark command writes one flat JSON object of named numbers and keeps other figures."""
 import json
 
+import pytest
+
 from state_observer import bench
+
+pytestmark = pytest.mark.slow  # whole drives (see conftest.py)
 
 
 def test_quick_bench_merges_named_numbers(tmp_path, capsys):

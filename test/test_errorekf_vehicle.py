@@ -11,6 +11,8 @@ from state_observer.sim import evaluate as ev
 
 from harness import simulated_scenario
 
+pytestmark = pytest.mark.slow  # whole drives (see conftest.py)
+
 DURATION_S = 20.0
 OUTAGE = True
 SKIP_S = 5.0

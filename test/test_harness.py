@@ -10,6 +10,8 @@ import pytest
 from state_observer.sim import harness as h
 from state_observer.sim import mismatch as mm
 
+pytestmark = pytest.mark.slow  # whole drives (see conftest.py)
+
 
 def test_mismatch_draws_stay_in_the_issue_ranges_and_are_reproducible():
     for seed in range(20):

@@ -11,6 +11,8 @@ import pytest
 
 from harness import simulated_scenario
 
+pytestmark = pytest.mark.slow  # whole drives (see conftest.py)
+
 HOUR_NS = 3600 * 1_000_000_000
 
 

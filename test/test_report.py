@@ -12,6 +12,8 @@ from matplotlib.image import imread
 from state_observer.report import _read_run as read_run  # the reader behind write_report_from_csv
 from state_observer.report import write_report_from_csv, write_run
 
+pytestmark = pytest.mark.slow  # whole drives (see conftest.py)
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 WHEELS = ("fl", "fr", "rl", "rr")
 SENSORS = ["imu", "wheel_speeds", "gnss_fix", "gnss_velocity"]  # gnss_velocity: no updates

@@ -3,7 +3,7 @@ recorded. Two minutes here (`make soak` drives an hour): the output rate is the 
 parameters are never published converged and wrong, nothing resets."""
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.slow]  # a whole drive (see conftest.py)
 
 
 def test_a_two_minute_soak_through_the_node(tmp_path, ros_environment):

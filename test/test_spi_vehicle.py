@@ -8,6 +8,8 @@ from state_observer.estimation.spi import AT_BOUND, CONVERGED, CONVERGING, NOT_O
 from state_observer.sim import harness as h
 from state_observer.sim import mismatch as mm
 
+pytestmark = pytest.mark.slow  # whole drives (see conftest.py)
+
 
 def run(manoeuvre: str, initial_mass_factor: float, seed: int = 0, keep=lambda sample: True, mismatch=None):
     """The online spi_reduced observer on a nominal truth (the vehicle file itself; or ``mismatch``'s) started with a wrong

@@ -11,6 +11,8 @@ from state_observer.sim.run import run
 from state_observer.vehicle.description import load_vehicle
 from state_observer.vehicle.detailed import DetailedVehicle
 
+pytestmark = pytest.mark.slow  # whole drives (see conftest.py)
+
 G = 9.81
 
 

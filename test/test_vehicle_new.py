@@ -22,6 +22,8 @@ from state_observer.vehicle.detailed import DetailedVehicle
 from state_observer.vehicle.from_numbers import (CarNumbers, CarNumbersError, characteristics, generate,
                                                  new_command, write_vehicle)
 
+pytestmark = pytest.mark.slow  # whole drives (see conftest.py)
+
 G = 9.81
 DEFAULT = Path(__file__).resolve().parents[1] / "config" / "vehicles" / "default.yaml"
 HATCHBACK = dict(mass=1050.0, wheelbase=2.45, front_track=1.45, rear_track=1.43, cg_to_front_axle=0.93,

@@ -9,6 +9,8 @@ from state_observer.vehicle.description import load_vehicle
 from state_observer.vehicle.detailed import DetailedVehicle
 from state_observer.vehicle.reduced import ReducedVehicle
 
+pytestmark = pytest.mark.slow  # whole drives (see conftest.py)
+
 
 @pytest.fixture(scope="module")
 def desc():
