@@ -21,7 +21,7 @@ EXTRAS_REQUIRE = {"foxglove": ["foxglove-sdk"]}
 
 
 # Node executables (state_observer/ros/<node>.py, also installed by CMakeLists.txt).
-NODES = ("observer_node", "bag_player", "bag_recorder")
+NODES = ("observer_node", "bag_player", "bag_recorder", "foxglove_relay")
 
 
 class BuildPyWithShare(build_py):

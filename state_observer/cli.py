@@ -308,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve every topic of BAG (or --topic ones) as a Foxglove channel (CDR messages, ros2msg schemas from "
                     "the bag), paced at --rate times real time, once the Foxglove app (Open connection -> Foxglove WebSocket, "
                     "ws://HOST:PORT) has subscribed. Needs the foxglove-sdk package. For the live node on a ROS 2 install, "
-                    "use the ROS package foxglove_bridge.")
+                    "run the node foxglove_relay beside it (or the ROS package foxglove_bridge).")
     foxglove.add_argument("bag", metavar="BAG", help="rosbag2 directory (sqlite3 or mcap), e.g. results/demo/output_bag")
     foxglove.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     foxglove.add_argument("--port", type=int, default=8765, help="port (default: 8765, the app's default; 0: any free port)")

@@ -6,8 +6,8 @@ Every topic of the bag becomes one channel with message encoding ``cdr`` and the
 of a ROS 2 bag; the payloads are the bag's own serialised bytes. Messages go out in log-time order, paced at ``rate``
 times real time (0: as fast as the socket takes them), with their log time. Playback starts once a client has
 subscribed and no further subscription has come for ``SETTLE_S`` (the app subscribes to its panels' topics one by one),
-so no message is sent before anyone listens. On a ROS 2 install, the live node's topics are served by the ROS
-package ``foxglove_bridge`` instead.
+so no message is sent before anyone listens. The live node's topics are served the same way by the node
+``foxglove_relay`` (:mod:`state_observer.ros.foxglove_relay`), or by the ROS package ``foxglove_bridge``.
 """
 from __future__ import annotations
 

@@ -32,33 +32,53 @@ def bag(tmp_path):
     return path
 
 
-async def client(port: int, expected: int, timeout_s: float = 30.0):
-    """Connect, subscribe to every advertised channel, collect messages until ``expected`` arrived."""
+async def client(port: int, expected, timeout_s: float = 30.0, subscribed: threading.Event | None = None, channels_wanted: int = 1):
+    """Connect, subscribe to every advertised channel, collect messages until ``expected`` (a number, or a callable
+    giving it once known, else None) arrived; ``subscribed`` is set once ``channels_wanted`` channels are subscribed."""
     async with websockets.connect(f"ws://127.0.0.1:{port}", subprotocols=["foxglove.sdk.v1", "foxglove.websocket.v1"]) as ws:
         channels, received = {}, []
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while len(received) < expected and loop.time() < deadline:
-            try:
-                frame = await asyncio.wait_for(ws.recv(), timeout=max(deadline - loop.time(), 0.01))
-            except asyncio.TimeoutError:
+        while loop.time() < deadline:
+            want = expected() if callable(expected) else expected
+            if want is not None and len(received) >= want:
                 break
+            try:
+                frame = await asyncio.wait_for(ws.recv(), timeout=0.2)
+            except asyncio.TimeoutError:
+                continue
             if isinstance(frame, str):
                 op = json.loads(frame)
                 if op["op"] == "advertise":
                     new = {c["id"]: c for c in op["channels"]}
                     channels.update(new)
                     await ws.send(json.dumps({"op": "subscribe", "subscriptions": [{"id": cid, "channelId": cid} for cid in new]}))
+                    if subscribed is not None and len(channels) >= channels_wanted:
+                        subscribed.set()
             elif frame[0] == 0x01:  # message data: opcode, subscription id u32, log time u64, payload
                 subscription, log_ns = struct.unpack_from("<IQ", frame, 1)
                 received.append((subscription, log_ns, bytes(frame[13:])))
         return channels, received
 
 
-def test_every_message_of_the_bag_reaches_a_protocol_client_decodable(bag):
+def decode_with_schema(channel: dict, payload: bytes):
+    """The payload decoded with the channel's advertised ros2msg schema alone (as the Foxglove app does)."""
     from rosbags.typesys import get_types_from_msg
     from rosbags.typesys.store import Typestore
 
+    store = Typestore()
+    name, text = channel["schemaName"], channel["schema"]
+    parts = text.split("=" * 80 + "\n")
+    types = get_types_from_msg(parts[0], name)
+    for part in parts[1:]:
+        header, _, body = part.partition("\n")
+        sub = header.removeprefix("MSG: ")
+        types.update(get_types_from_msg(body, sub if "/msg/" in sub else sub.replace("/", "/msg/")))
+    store.register(types)
+    return store.deserialize_cdr(payload, name)
+
+
+def test_every_message_of_the_bag_reaches_a_protocol_client_decodable(bag):
     from state_observer.foxglove_view import serve_bag
 
     expected = list(read_raw(bag))
@@ -88,17 +108,7 @@ def test_every_message_of_the_bag_reaches_a_protocol_client_decodable(bag):
         assert by_topic[topic] == [(log_ns, raw) for t, _, log_ns, raw in expected if t == topic]
     # the advertised schema alone decodes the payloads (as the Foxglove app does)
     for channel in channels.values():
-        store = Typestore()
-        name, text = channel["schemaName"], channel["schema"]
-        parts = text.split("=" * 80 + "\n")
-        types = get_types_from_msg(parts[0], name)
-        for part in parts[1:]:
-            header, _, body = part.partition("\n")
-            sub = header.removeprefix("MSG: ")
-            types.update(get_types_from_msg(body, sub if "/msg/" in sub else sub.replace("/", "/msg/")))
-        store.register(types)
-        msg = store.deserialize_cdr(by_topic[channel["topic"]][0][1], name)
-        assert msg.__msgtype__ == name
+        assert decode_with_schema(channel, by_topic[channel["topic"]][0][1]).__msgtype__ == channel["schemaName"]
 
 
 def test_a_bag_that_is_not_there_is_one_error(tmp_path):

@@ -472,3 +472,53 @@ def test_fpga_backend_falls_back_to_the_c_model_when_allowed(ros):
     ros._nodes.append(node)
     solver = node.pipeline.observer.vehicle.solver_options["linear_solver"]
     assert type(solver).__name__ == "GaussJordanC"
+
+
+def test_foxglove_relay_serves_the_live_node(ros, circle_bag):
+    """foxglove_relay beside the node (issue 16 item 3, live part): a real WebSocket client speaking the Foxglove protocol
+    is offered every output topic, receives every message the relay took from the live node, and decodes each topic's
+    payloads with the advertised schema alone."""
+    import asyncio
+    import threading
+
+    from rclpy.parameter import Parameter
+
+    from state_observer.io.convert import OUTPUT_TOPICS
+    from state_observer.ros.foxglove_relay import FoxgloveRelay
+    from state_observer.ros.observer_node import ObserverNode
+    from test_foxglove_view import client, decode_with_schema
+
+    node = ObserverNode(context=ros.context, parameter_overrides=_overrides(circle_bag))
+    relay = FoxgloveRelay(context=ros.context, parameter_overrides=[Parameter("port", value=0)])
+    for n in (node, relay):
+        ros.executor.add_node(n)
+        ros._nodes.append(n)
+    subscribed, total, result = threading.Event(), {}, {}
+
+    def listen():
+        result["channels"], result["received"] = asyncio.run(client(relay.port, lambda: total.get("n"), timeout_s=300.0,
+                                                                    subscribed=subscribed, channels_wanted=len(OUTPUT_TOPICS)))
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    assert subscribed.wait(20.0)
+    ros.spin_until(lambda: False, timeout_s=0.5)  # the subscriptions reach the server
+    Feeder(ros, node).play(circle_bag)
+    ros.spin_until(lambda: False, timeout_s=0.5)  # the last outputs on their way
+    ros.executor.remove_node(node)  # its diagnostics timer would publish for ever
+    ros._nodes.remove(node)
+    node.destroy_node()
+    settled = []
+    assert ros.spin_until(lambda: settled.append(sum(relay.sent.values())) or settled[-5:].count(settled[-1]) == 5 and len(settled) > 5)
+    total["n"] = sum(relay.sent.values())
+    thread.join(60.0)
+    assert not thread.is_alive()
+    channels, received = result["channels"], result["received"]
+    topics = {c["id"]: c["topic"] for c in channels.values()}
+    assert set(topics.values()) == set(OUTPUT_TOPICS.values())
+    counts = {topic: sum(1 for sub, _, _ in received if topics[sub] == topic) for topic in topics.values()}
+    assert counts == {topic: relay.sent[topic] for topic in topics.values()}
+    assert relay.sent[OUTPUT_TOPICS["odometry"]] > 1000 and relay.sent[OUTPUT_TOPICS["diagnostics"]] > 0
+    for channel in channels.values():
+        payload = next(p for sub, _, p in received if sub == channel["id"])
+        assert decode_with_schema(channel, payload).__msgtype__ == channel["schemaName"]

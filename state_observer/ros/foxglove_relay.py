@@ -1,0 +1,77 @@
+"""``foxglove_relay``: the live observer's topics served over the Foxglove WebSocket protocol (foxglove-sdk), for a
+machine whose ROS 2 has no ``foxglove_bridge`` (the PyPI setup; a headless car computer watched from a laptop).
+
+Every output topic of the observer (``io.convert.OUTPUT_TOPICS``: odometry, tire forces, parameters, state, path,
+markers, diagnostics; or ``topics``) becomes one channel with message encoding ``cdr`` and the message type's ROS 2
+definition (dependencies included, from the package's type store) as a ``ros2msg`` schema, as
+``state-observer foxglove BAG`` serves a bag; each message is forwarded as the serialised bytes it arrived in, logged
+at its arrival time.  Parameters: ``host`` (default 127.0.0.1: this machine only; 0.0.0.0 to be seen from others),
+``port`` (8765, the app's default; 0: any free port, in :attr:`FoxgloveRelay.port`), ``topics``.
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from functools import partial
+from typing import Sequence
+
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from state_observer.errors import InputError
+from state_observer.foxglove_view import MESSAGE_ENCODING, SCHEMA_ENCODING, _sdk
+from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, make_typestore
+from state_observer.ros.common import ParameterError, declare, message_class, run
+
+QOS_DEPTH = 100
+
+
+class FoxgloveRelay(Node):
+    """The relay of the module docstring. ``sent``: messages forwarded per topic; ``port``: the port it listens on."""
+
+    def __init__(self, **node_kwargs) -> None:
+        super().__init__("foxglove_relay", **node_kwargs)
+        host = declare(self, "host", "127.0.0.1", "Address to listen on (0.0.0.0: every interface)")
+        port = declare(self, "port", 8765, "Port (0: any free port)")
+        topics = declare(self, "topics", list(OUTPUT_TOPICS.values()), "Output topics to serve")
+        types = {topic: OUTPUT_MSGTYPES[kind] for kind, topic in OUTPUT_TOPICS.items()}
+        unknown = [t for t in topics if t not in types]
+        if unknown:
+            raise ParameterError(f"parameter topics: {', '.join(unknown)} not among the observer's outputs ({', '.join(types)})")
+        try:
+            foxglove = _sdk()
+        except InputError as exc:
+            raise ParameterError(str(exc)) from None
+        store = make_typestore(distro=os.environ.get("ROS_DISTRO") or None)
+        self.done, self.error = False, None  # runs until shut down (ros/common.run)
+        self.sent: Counter = Counter()
+        try:
+            self.server = foxglove.start_server(name="state_observer live", host=host, port=int(port))
+        except Exception as exc:  # noqa: BLE001 - port in use, bad address (the SDK raises its own errors)
+            raise ParameterError(f"cannot serve on {host}:{port}: {exc}") from None
+        self.port = self.server.port
+        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=QOS_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
+        for topic in topics:
+            msgtype = types[topic]
+            schema = foxglove.Schema(name=msgtype, encoding=SCHEMA_ENCODING, data=store.generate_msgdef(msgtype, ros_version=2)[0].encode())
+            channel = foxglove.Channel(topic, message_encoding=MESSAGE_ENCODING, schema=schema)
+            self.create_subscription(message_class(msgtype), topic, partial(self._forward, topic, channel), qos, raw=True)
+        self.get_logger().info(f"serving {len(topics)} topics on ws://{host}:{self.port} (Foxglove: Open connection -> "
+                               "Foxglove WebSocket; layout: config/foxglove/state_observer_layout.json)")
+
+    def _forward(self, topic: str, channel, data: bytes) -> None:
+        channel.log(data, log_time=self.get_clock().now().nanoseconds)
+        self.sent[topic] += 1
+
+    def destroy_node(self) -> None:
+        self.server.stop()
+        super().destroy_node()
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """``foxglove_relay`` executable; 0 after SIGINT/SIGTERM, 1 on bad parameters."""
+    return run(FoxgloveRelay, "foxglove_relay", args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
