@@ -3,7 +3,7 @@ SHELL := /bin/bash
 # Every target runs in the built environment: .venv + install/ (scripts/env.sh).
 ENV := source scripts/env.sh &&
 
-.PHONY: all bootstrap test bench soak evaluate demo clean distclean
+.PHONY: all bootstrap test bench soak evaluate demo docs clean distclean
 
 all: test
 
@@ -35,6 +35,10 @@ evaluate: bootstrap
 demo: bootstrap
 	@mkdir -p results
 	@$(ENV) state-observer demo --out results/demo --bench-json results/bench.json
+
+# The documentation site from docs/ (mkdocs.yml; warnings are errors) into results/site/.
+docs: bootstrap
+	@$(ENV) NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet && echo "docs: results/site/index.html"
 
 clean:
 	rm -rf build install log results .pytest_cache test/.pytest_cache

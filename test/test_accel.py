@@ -22,7 +22,7 @@ from state_observer.accel import build, gauss_jordan as gj, pynq_driver
 from state_observer.accel.timing import TimedSolver
 from state_observer.mbs import DenseLU
 
-# relative residual |A x - b| / (|A| |x| + |b|) on the vehicle models' tangent matrices (also in the README)
+# relative residual |A x - b| / (|A| |x| + |b|) on the vehicle models' tangent matrices (also in docs/fpga.md)
 RESIDUAL_TOL = {"c": 1e-13, "c-float32": 1e-4, "c-fixed": 1e-8}
 
 

@@ -30,7 +30,7 @@ STATUS_TEXT = {GJ_OK: "ok", GJ_SINGULAR: "singular matrix", GJ_RANGE: "non-finit
 INTERFACE_VERSION = 1
 DTYPES = {"double": np.float64, "float32": np.float32, "fixed": np.int64}  # the kernel's words in memory
 FIXED_WIDTH = 64
-DEFAULT_HEADROOM_BITS = 2  # fixed point: max |b| scaled to 2^-2 (measured on the detailed model, see the README)
+DEFAULT_HEADROOM_BITS = 2  # fixed point: max |b| scaled to 2^-2 (measured on the detailed model, see docs/fpga.md)
 
 
 def parse_info(word: int) -> dict:
