@@ -46,10 +46,12 @@ def serve_bag(bag: str | Path, *, host: str = "127.0.0.1", port: int = 8765, rat
     schemas = message_definitions(bag, topics)
     stop = stop or threading.Event()
     subscribed = _subscription_listener(foxglove)
-    server = foxglove.start_server(name=f"state_observer: {Path(bag).name}", host=host, port=port, server_listener=subscribed)
+    context = foxglove.Context()  # this server's channels only (the SDK's default context is the process's)
+    server = foxglove.start_server(name=f"state_observer: {Path(bag).name}", host=host, port=port, server_listener=subscribed, context=context)
     sent: Counter = Counter()
+    channels = {}
     try:
-        channels = {topic: foxglove.Channel(topic, message_encoding=MESSAGE_ENCODING,
+        channels = {topic: foxglove.Channel(topic, message_encoding=MESSAGE_ENCODING, context=context,
                                             schema=foxglove.Schema(name=msgtype, encoding=SCHEMA_ENCODING, data=text.encode()))
                     for topic, (msgtype, text) in schemas.items()}
         if on_listening is not None:
@@ -75,6 +77,8 @@ def serve_bag(bag: str | Path, *, host: str = "127.0.0.1", port: int = 8765, rat
                     pass
                 break
     finally:
+        for channel in channels.values():
+            channel.close()
         server.stop()
     return sent
 

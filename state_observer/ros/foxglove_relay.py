@@ -45,16 +45,19 @@ class FoxgloveRelay(Node):
         store = make_typestore(distro=os.environ.get("ROS_DISTRO") or None)
         self.done, self.error = False, None  # runs until shut down (ros/common.run)
         self.sent: Counter = Counter()
+        self._foxglove_context = context = foxglove.Context()  # this server's channels only (the default context is the process's); kept alive with the node
         try:
-            self.server = foxglove.start_server(name="state_observer live", host=host, port=int(port))
+            self.server = foxglove.start_server(name="state_observer live", host=host, port=int(port), context=context)
         except Exception as exc:  # noqa: BLE001 - port in use, bad address (the SDK raises its own errors)
             raise ParameterError(f"cannot serve on {host}:{port}: {exc}") from None
         self.port = self.server.port
         qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=QOS_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
+        self.channels: list = []
         for topic in topics:
             msgtype = types[topic]
             schema = foxglove.Schema(name=msgtype, encoding=SCHEMA_ENCODING, data=store.generate_msgdef(msgtype, ros_version=2)[0].encode())
-            channel = foxglove.Channel(topic, message_encoding=MESSAGE_ENCODING, schema=schema)
+            channel = foxglove.Channel(topic, message_encoding=MESSAGE_ENCODING, schema=schema, context=context)
+            self.channels.append(channel)
             self.create_subscription(message_class(msgtype), topic, partial(self._forward, topic, channel), qos, raw=True)
         self.get_logger().info(f"serving {len(topics)} topics on ws://{host}:{self.port} (Foxglove: Open connection -> "
                                "Foxglove WebSocket; layout: config/foxglove/state_observer_layout.json)")
@@ -64,6 +67,8 @@ class FoxgloveRelay(Node):
         self.sent[topic] += 1
 
     def destroy_node(self) -> None:
+        for channel in self.channels:
+            channel.close()
         self.server.stop()
         super().destroy_node()
 
