@@ -9,7 +9,7 @@ import pytest
 from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
-from state_observer.vehicle.tire import TireOutput, TireParameters, TireState, tire_forces
+from state_observer.vehicle.tire import BRUSH, TireOutput, TireParameters, TireState, tire_forces
 
 P = TireParameters(
     unloaded_radius_m=0.30,
@@ -38,7 +38,8 @@ P_MF = dataclasses.replace(P, shape_factor=1.3, curvature_factor=0.3, nominal_lo
 # ... and with both load factors clipped at 0.2 (F_z/F_z0 ~ 3)
 P_MF_CLIPPED = dataclasses.replace(P, shape_factor=1.6, curvature_factor=-0.5, nominal_load_n=1000.0,
                                    load_sensitivity_stiffness=1.0, load_sensitivity_friction=0.5)
-FAMILIES = {"linearised": P, "magic_formula": P_MF, "magic_formula_clipped": P_MF_CLIPPED}
+P_BRUSH = dataclasses.replace(P, shape_factor=BRUSH)
+FAMILIES = {"linearised": P, "brush": P_BRUSH, "magic_formula": P_MF, "magic_formula_clipped": P_MF_CLIPPED}
 
 
 def call(p=P, mu=MU, xi_z=XI_Z, xi_z_rate=0.0, vx=10.0, vy=0.0, omega=10.0 / RD,
@@ -376,6 +377,8 @@ def test_vectorised_equals_single_wheel_calls_with_per_axle_parameters():
 @pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(TireParameters)])
 @pytest.mark.parametrize("bad", [-1.0, np.nan, np.inf])
 def test_invalid_parameters_raise_naming_the_field(field, bad):
+    if (field, bad) == ("shape_factor", -1.0):
+        bad = -2.0  # -1 is the brush characteristic
     with pytest.raises(ValueError, match=field):
         dataclasses.replace(P, **{field: bad})
 
@@ -562,8 +565,8 @@ def test_magic_formula_edge_cases():
 
 
 @pytest.mark.parametrize("field, bad, why", [
-    ("shape_factor", 0.5, "0 or within 1..2"), ("shape_factor", 2.5, "0 or within 1..2"),
-    ("shape_factor", -1.3, "0 or within 1..2"), ("curvature_factor", 1.0, "< 1"), ("curvature_factor", 3.0, "< 1"),
+    ("shape_factor", 0.5, "0 (linearised), -1 (brush) or within 1..2"), ("shape_factor", 2.5, "0 (linearised), -1 (brush) or within 1..2"),
+    ("shape_factor", -1.3, "0 (linearised), -1 (brush) or within 1..2"), ("curvature_factor", 1.0, "< 1"), ("curvature_factor", 3.0, "< 1"),
     ("nominal_load_n", 0.0, "> 0"), ("nominal_load_n", -4000.0, "> 0"), ("load_sensitivity_stiffness", -0.1, ">= 0"),
     ("load_sensitivity_friction", -0.1, ">= 0"), ("curvature_factor", np.nan, "finite"),
 ])
@@ -593,3 +596,26 @@ if __name__ == "__main__":
     args = (P,) + args[1:]
     t = min(timeit.repeat(lambda: tire_forces(*args), number=runs, repeat=5)) / runs
     print(f"tire_forces, N = {n}, scalar parameters:  {t * 1e6:.1f} us per call")
+
+
+def test_brush_steady_pure_lateral_force_is_the_brush_formula():
+    """Pure side slip, steady state: F_y = -sign(alpha) F_z mu (1 - (1 - z)^3), z = sigma / (3 mu), mu F_z from z = 1
+    (Pacejka 2012 §3.2, parabolic pressure), sigma = k_y |v_y| / v*; its slope at zero slip is the linearised law's,
+    and at three quarters of mu it needs 1.5 times that law's slip."""
+    vx, vn = 20.0, P_BRUSH.slip_velocity_regularisation_m_s
+    alpha = np.array([1e-6, 1e-3, 0.02, 0.08, 0.2, 0.5, 1.2, -0.3])
+    omega = vx / RD
+    out = call(p=P_BRUSH, vx=vx, vy=vx * np.tan(alpha), omega=omega, dt=LONG_DT)
+    sigma = KY * np.abs(vx * np.tan(alpha)) / (RD * omega + vn)
+    z = np.minimum(sigma / (3.0 * MU), 1.0)
+    np.testing.assert_allclose(out.fy_n, -np.sign(alpha) * FZ * MU * (1.0 - (1.0 - z) ** 3), rtol=1e-9)
+    linear = call(vx=vx, vy=vx * np.tan(alpha[:2]), omega=omega, dt=LONG_DT)
+    np.testing.assert_allclose(out.fy_n[0], linear.fy_n[0], rtol=1e-5)  # the same slope at zero slip
+    assert 0.99 < out.fy_n[1] / linear.fy_n[1] < 1.0  # and below the linear law from the first slip on
+    # at 3/4 of mu: 1 - (1 - z)^3 = 3/4 -> z = 1 - 4^(-1/3), sigma = 3 mu z = 1.11 mu (the linear law: 0.75 mu)
+    assert abs(3.0 * (1.0 - 4.0 ** (-1.0 / 3.0)) / 0.75 - 1.48) < 0.01
+
+
+def test_brush_refuses_magic_formula_fields():
+    with pytest.raises(ValueError, match="must be 0 where shape_factor is 0 or -1"):
+        dataclasses.replace(P_BRUSH, curvature_factor=0.3)

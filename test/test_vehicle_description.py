@@ -372,6 +372,15 @@ def test_magic_formula_tire_file_loads_and_linearised_refuses_its_keys(tmp_path,
         msg = str(err.value)
         assert msg.startswith(f"{bad}: tire.{key}: only with characteristic: magic_formula") and "\n" not in msg, msg
 
+    # the brush characteristic: shape_factor -1 for the tire model, and no Magic-Formula keys either
+    brush = tmp_path / "brush.yaml"
+    brush.write_text(text.replace(TIRE_HEAD, "tire:\n  characteristic: brush\n"))
+    b = load_vehicle(brush)
+    assert b.corner("fl").tire.characteristic == "brush" and tire_parameters(b.corner("rl")).shape_factor == -1.0
+    brush.write_text(text.replace(TIRE_HEAD, "tire:\n  characteristic: brush\n  shape_factor: 1.3\n"))
+    with pytest.raises(VehicleConfigError, match="only with characteristic: magic_formula .the brush characteristic"):
+        load_vehicle(brush)
+
 
 # ---------------------------------------------------------------- errors: one line, file and key
 def _set(path: str, value):
@@ -419,7 +428,7 @@ ERRORS = [
     (lambda d: d.update(tire={"front": dict(d["tire"]), "rear": dict(d["tire"], characteristic="linearised",
                                                                    nominal_load_n=4000.0)}),
      "tire.rear.nominal_load_n", "only with characteristic: magic_formula"),
-    (_set("tire.characteristic", "pacejka"), "tire.characteristic", "must be one of linearised, magic_formula"),
+    (_set("tire.characteristic", "pacejka"), "tire.characteristic", "must be one of linearised, brush, magic_formula"),
     (lambda d: d["tire"].update(characteristic="magic_formula", shape_factor=0.0), "tire.shape_factor",
      "must be in [1, 2] (got 0)"),
     (lambda d: d["tire"].update(characteristic="magic_formula", curvature_factor=1.0), "tire.curvature_factor",

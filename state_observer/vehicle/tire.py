@@ -1,4 +1,4 @@
-r"""TMeasy tire (linearised or Magic-Formula-shaped characteristic), first-order deflection dynamics.
+r"""TMeasy tire (linearised, brush or Magic-Formula-shaped characteristic), first-order deflection dynamics.
 
 The tire model of the A Coruña multibody observers (Sanjurjo 2016 §5.3, eqs 5.27-5.41;
 Rodríguez 2020 §5.2.2, eqs 5.1-5.12; after Hirschberg, Rill and Weinfurter 2007),
@@ -65,6 +65,18 @@ so f > 0 for sigma > 0 and the secant G = v* m stays positive.  The slip dampers
 and everything after them are as in the linearised family; with C = 0 the code runs the
 linearised law unchanged (and then E, q_k, q_mu must be 0).  For B sigma < 1e-4 the series
 f = sigma + b sigma^3, b = -B^2 ((1 + E)/3 + C^2/6), replaces the 0/0 of f/w.
+
+Brush characteristic (``shape_factor`` = BRUSH = -1)
+---------------------------------------------------
+The isotropic brush model with a parabolic pressure distribution (Pacejka 2012 §3.2; Fiala 1954) in the same
+normalised combined slip: with z = sigma / (3 mu),
+
+    f(sigma) = mu (1 - (1 - z)^3)   (z < 1),      mu   (z >= 1: the whole contact patch slides)
+
+f'(0) = 1 (the linearised law at small slip) and f' = (1 - z)^2 falls to 0 at full sliding, so the force leaves the
+linear law gradually from the first degree of slip (at three quarters of mu it needs 1.5 times the linear law's slip)
+instead of at mu.  It needs no parameter beyond k and mu.  Here m1 = f/w = (1 - z + z^2/3)/v* (finite at w = 0),
+dm1/dw = (-1 + 2 z/3)/(3 mu v*^2); from z = 1, m1 = mu/w as in the linearised family.
 
 First-order deflection dynamics
 -------------------------------
@@ -178,14 +190,17 @@ from numba import njit
 
 ArrayLike = Union[float, np.ndarray]
 
+BRUSH = -1.0
+"""``shape_factor`` of the brush characteristic (module docstring)."""
+
 ROLLING_OMEGA_EPS_RAD_S = 0.5
 """Default spin rate (rad/s) of the tanh smoothing of the rolling-resistance sign."""
 
-# Fields that may be zero (all others must be > 0, except shape_factor: 0 or 1..2, and
+# Fields that may be zero (all others must be > 0, except shape_factor: 0, BRUSH or 1..2, and
 # curvature_factor: < 1, any sign).
 _MAY_BE_ZERO = ("vertical_damping_n_s_per_m", "rolling_resistance_coefficient",
                 "load_sensitivity_stiffness", "load_sensitivity_friction")
-# Magic-Formula-only fields: must be 0 where shape_factor is 0 (linearised characteristic).
+# Magic-Formula-only fields: must be 0 where shape_factor is 0 or BRUSH (linearised and brush characteristics).
 _MF_ONLY = ("curvature_factor", "load_sensitivity_stiffness", "load_sensitivity_friction")
 
 
@@ -210,6 +225,7 @@ class TireParameters:
     slip_velocity_regularisation_m_s  v_n (> 0), m/s; Sanjurjo used 1e-15, any tiny value works
     rolling_resistance_coefficient    C_rr (>= 0), - (0.017 identified by Sanjurjo)
     shape_factor                      Magic Formula C: 0 = linearised characteristic (default),
+                                      BRUSH (-1) = brush characteristic,
                                       else 1 <= C <= 2 (typ. 1.3 lateral, 1.65 longitudinal), -
     curvature_factor                  Magic Formula E (< 1; typ. -0.5 .. 0.5), -
     nominal_load_n                    F_z0 (> 0) of the load sensitivity, N
@@ -217,8 +233,8 @@ class TireParameters:
     load_sensitivity_friction         q_mu (>= 0): mu_eff = mu max(1 - q_mu (F_z/F_z0 - 1), 0.2), -
 
     All fields must be finite; all must be > 0 except d_z, C_rr, C, q_k and q_mu, which may
-    be 0, and E (< 1).  Where C = 0, E, q_k and q_mu must be 0 (the linearised characteristic
-    has none of them).  Array fields are stored as read-only float arrays.
+    be 0, and E (< 1).  Where C = 0 or BRUSH, E, q_k and q_mu must be 0 (the linearised and
+    brush characteristics have none of them).  Array fields are stored as read-only float arrays.
     """
 
     unloaded_radius_m: ArrayLike
@@ -259,8 +275,8 @@ class TireParameters:
             if not np.all(np.isfinite(value)):
                 raise ValueError(f"TireParameters.{f.name} must be finite, got {value}")
             if f.name == "shape_factor":
-                if np.any((value != 0.0) & ((value < 1.0) | (value > 2.0))):
-                    raise ValueError(f"TireParameters.shape_factor must be 0 or within 1..2, got {value}")
+                if np.any((value != 0.0) & (value != BRUSH) & ((value < 1.0) | (value > 2.0))):
+                    raise ValueError(f"TireParameters.shape_factor must be 0 (linearised), -1 (brush) or within 1..2, got {value}")
             elif f.name == "curvature_factor":
                 if np.any(value >= 1.0):
                     raise ValueError(f"TireParameters.curvature_factor must be < 1, got {value}")
@@ -270,11 +286,11 @@ class TireParameters:
             elif np.any(value <= 0.0):
                 raise ValueError(f"TireParameters.{f.name} must be > 0, got {value}")
             object.__setattr__(self, f.name, value)
-        linear = np.asarray(self.shape_factor) == 0.0
+        no_shape = np.asarray(self.shape_factor) <= 0.0
         for name in _MF_ONLY:
-            if np.any(linear & (np.asarray(getattr(self, name)) != 0.0)):
-                raise ValueError(f"TireParameters.{name} must be 0 where shape_factor is 0 (the linearised "
-                                 f"characteristic), got {getattr(self, name)}")
+            if np.any(no_shape & (np.asarray(getattr(self, name)) != 0.0)):
+                raise ValueError(f"TireParameters.{name} must be 0 where shape_factor is 0 or -1 (the linearised and "
+                                 f"brush characteristics), got {getattr(self, name)}")
         if np.any(np.asarray(self.dynamic_radius_m) > np.asarray(self.unloaded_radius_m)):
             raise ValueError("TireParameters.dynamic_radius_m must be <= unloaded_radius_m, got "
                              f"{self.dynamic_radius_m} > {self.unloaded_radius_m}")
@@ -430,6 +446,15 @@ def tmeasy_into(rows, mu, xi_z, xi_z_dot, vx, vy, omega, xi0_x, xi0_y, dt, omega
             dm1_dvx, dm1_dvy = g * kx * ux, g * ky * uy
             dm1_dom = -rd * (dm1_dvx if sat else m1 * m1 * sign_om)
             m_fz = m1                       # (dm_k/dF_z)/k_k
+        elif shape < 0.0:
+            # brush characteristic f = mu (1 - (1 - z)^3), z = sigma / (3 mu) (module docstring)
+            ux, uy = kx * dvx, ky * dvy
+            w = math.hypot(ux, uy)
+            m1, fp, dm1_dw = _brush(w, v_star, mu[i])
+            cos_x, cos_y = (ux / w, uy / w) if w > 1e-12 else (0.0, 0.0)
+            dm1_dvx, dm1_dvy = -dm1_dw * kx * cos_x, -dm1_dw * ky * cos_y
+            dm1_dom = rd * (dm1_dw * kx * cos_x - sign_om * fp / (v_star * v_star))
+            m_fz = m1
         else:
             # load sensitivity lam = max(1 - q (F_z/F_z0 - 1), 0.2); l = (dlam/dF_z)/lam
             lam_k, lam_mu = 1.0 - qk * (fz / fz0 - 1.0), 1.0 - qmu * (fz / fz0 - 1.0)
@@ -492,6 +517,16 @@ def _magic_formula(w, v_star, c, e, d):
     fp = d * math.cos(theta) * c * b * (1.0 - e * x2 / (1.0 + x2)) / (1.0 + phi * phi)
     m1 = f / w
     return m1, fp, (fp / v_star - m1) / (w * w)
+
+
+@njit(cache=True)
+def _brush(w, v_star, d):
+    """Slip damper per unit load m1 = f(sigma)/w (s/m), f'(sigma) (-) and dm1/dw (s^2/m^2) at fixed v* for the brush
+    characteristic f = D (1 - (1 - z)^3), z = sigma / (3 D), f = D from z = 1 (module docstring); f/w is finite at w = 0."""
+    z = w / (3.0 * d * v_star)
+    if z < 1.0:
+        return (1.0 - z + z * z / 3.0) / v_star, (1.0 - z) ** 2, (-1.0 + 2.0 * z / 3.0) / (3.0 * d * v_star * v_star)
+    return d / w, 0.0, -d / (w * w)
 
 
 @njit(cache=True)
