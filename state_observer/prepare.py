@@ -7,10 +7,12 @@ default vehicle's suspension kinematics are swept on the detailed model (about 2
 after every build, so that the first node start, ``simulate`` and ``process`` take seconds even with an
 empty user cache.  The kinematics entry goes to ``cache/kinematics`` under the package's first data root
 (``share/state_observer`` of a colcon install), which the kinematic fit reads when the user cache lacks it.
+Kernels compiled by an earlier version are deleted first (:func:`clear_stale_kernels`).
 """
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sys
 import tempfile
@@ -33,6 +35,7 @@ def prepare(cache_root: Path | None = None, observers: tuple[str, ...] | None = 
 
     stream = stream or sys.stderr
     observers = observers or OBSERVERS
+    clear_stale_kernels()
     kinematics_dir = Path(cache_root) / "kinematics" if cache_root is not None else package_cache_dirs("kinematics")[0]
     phases = [("default vehicle's suspension kinematics",
                lambda: fit_vehicle_kinematics(load_vehicle(default_vehicle_path()), cache_dir=kinematics_dir))]
@@ -64,6 +67,31 @@ def prepare(cache_root: Path | None = None, observers: tuple[str, ...] | None = 
             seconds[label] = time.perf_counter() - start
             progress.update()
     return seconds
+
+
+def clear_stale_kernels(package_dir: Path | None = None) -> int:
+    """Delete numba's cached machine code of the package (``*.nbi``, ``*.nbc`` under it, and under NUMBA_CACHE_DIR
+    where set) when any of its source files changed since the last call; returns how many files went.  numba checks
+    a cached kernel against its own source file only, so a kernel calling an edited kernel of another module would
+    keep running the old one (an upgraded tire law missing from the vehicle model, without an error)."""
+    package_dir = Path(package_dir) if package_dir is not None else Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package_dir.rglob("*.py")):
+        digest.update(path.relative_to(package_dir).as_posix().encode() + b"\0" + path.read_bytes())
+    stamp = package_dir / "__pycache__" / "kernels-source.sha256"
+    if stamp.is_file() and stamp.read_text() == digest.hexdigest():
+        return 0
+    roots = [package_dir]
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        roots += [p for p in Path(os.environ["NUMBA_CACHE_DIR"]).rglob(package_dir.name) if p.is_dir()]
+    removed = 0
+    for root in roots:
+        for path in [*root.rglob("*.nbi"), *root.rglob("*.nbc")]:
+            path.unlink(missing_ok=True)
+            removed += 1
+    stamp.parent.mkdir(exist_ok=True)
+    stamp.write_text(digest.hexdigest())
+    return removed
 
 
 @contextlib.contextmanager
