@@ -63,7 +63,6 @@ def _check(args: argparse.Namespace) -> int:
 def _foxglove(args: argparse.Namespace) -> int:
     from state_observer.errors import StateObserverError
     from state_observer.foxglove_view import serve_bag
-
     from state_observer.paths import foxglove_layout_path
 
     def listening(port: int) -> None:

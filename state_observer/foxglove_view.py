@@ -25,7 +25,8 @@ SCHEMA_ENCODING = "ros2msg"
 MESSAGE_ENCODING = "cdr"
 
 
-def _sdk():
+def sdk():
+    """The foxglove-sdk module, or one InputError saying how to install it."""
     try:
         import foxglove
     except ImportError:
@@ -42,7 +43,7 @@ def serve_bag(bag: str | Path, *, host: str = "127.0.0.1", port: int = 8765, rat
     on its way is cut off."""
     if rate < 0:
         raise InputError(f"--rate must be >= 0 (0: as fast as possible), got {rate}")
-    foxglove = _sdk()
+    foxglove = sdk()
     schemas = message_definitions(bag, topics)
     stop = stop or threading.Event()
     subscribed = _subscription_listener(foxglove)
@@ -51,9 +52,7 @@ def serve_bag(bag: str | Path, *, host: str = "127.0.0.1", port: int = 8765, rat
     sent: Counter = Counter()
     channels = {}
     try:
-        channels = {topic: foxglove.Channel(topic, message_encoding=MESSAGE_ENCODING, context=context,
-                                            schema=foxglove.Schema(name=msgtype, encoding=SCHEMA_ENCODING, data=text.encode()))
-                    for topic, (msgtype, text) in schemas.items()}
+        channels = {topic: ros_channel(foxglove, context, topic, msgtype, text) for topic, (msgtype, text) in schemas.items()}
         if on_listening is not None:
             on_listening(server.port)
         if not subscribed.settled(stop):
@@ -81,6 +80,13 @@ def serve_bag(bag: str | Path, *, host: str = "127.0.0.1", port: int = 8765, rat
             channel.close()
         server.stop()
     return sent
+
+
+def ros_channel(foxglove, context, topic: str, msgtype: str, definition: str):
+    """A channel of ``context`` for CDR messages of ``msgtype`` (``pkg/msg/Name``) with its ROS 2 definition
+    (dependencies included) as the ros2msg schema."""
+    schema = foxglove.Schema(name=msgtype, encoding=SCHEMA_ENCODING, data=definition.encode())
+    return foxglove.Channel(topic, message_encoding=MESSAGE_ENCODING, schema=schema, context=context)
 
 
 def _subscription_listener(foxglove):

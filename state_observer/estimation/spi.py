@@ -10,15 +10,15 @@ observed here departs from the seeds, see below).
   The tire model's stiffness does not enter (the seeds' force-balance residual on x and y made the mass absorb every
   lateral tire error); the mass is observable only with longitudinal excitation and known torques, and is left alone
   at low speed, reversing or without torque samples.
-* Friction, per axle, from the axle's utilisation u = |F| / F_z with the lateral force the accelerometer proves (the
-  published axle forces plus the mass times the accelerometer's mean innovation across the car, shared between the axles
-  as a force at the centre of mass): the road offers at least the largest utilisation seen (a lower bound over the last
-  ``lower_bound_window_s``).  An axle saturates where its force falls below ``saturation_ratio`` of what the vehicle
+* Friction, from the car's utilisation u = |F| / (m g) with the lateral force the accelerometer proves (the published
+  forces plus the mass times the accelerometer's mean innovation across the car; in steady cornering the axles share
+  the lateral force as they share the weight): the road offers at least the largest utilisation seen (a lower bound
+  over the last ``lower_bound_window_s``).  An axle saturates where its force falls below ``saturation_ratio`` of what the vehicle
   file's linear characteristic gives at its slip angle; the slip angle is not taken from the state (whose sideslip is
   set by the very tire model in question) but from the difference of the axles' slip angles, which the steering angle,
   yaw rate and speed fix whatever the sideslip (alpha_f - alpha_r = delta - L r / v_x for a single track), with the
-  other axle assumed linear: the understeer angle of the handling diagram (Pacejka 2012, ch. 1).  A saturating axle's
-  utilisation is an observation of mu (a scalar Kalman filter with a random walk); the model's friction follows the
+  other axle assumed linear: the understeer angle of the handling diagram (Pacejka 2012, ch. 1).  While an axle
+  saturates, the largest utilisation of the episode is an observation of mu (a scalar Kalman filter with a random walk); the model's friction follows the
   estimate, never below the bound.  The forces of a model that believes the road grippier than it is never show
   saturation at the state's own slip angles: the earlier test on them let the estimate stay at its prior on the
   harness' friction step.
@@ -39,7 +39,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..sensors import models
 from ..vehicle import reduced_kernels as kern
 from ..vehicle.reduced import GRAVITY_M_S2
 from .errorekf import N, ErrorEkfSettings, VehicleErrorEKF
@@ -113,9 +112,9 @@ class VehicleSPI(VehicleErrorEKF):
         self.mu_lower_bound, self.mu_lower_sigma = 0.0, 0.0
         self._utilisation = deque()  # (t, largest utilisation, its sigma)
         self._mu_seen_s = -math.inf  # when a saturating axle was last seen
-        self._accel_innovation = np.zeros(2)
+        self._accel_innovation = np.zeros(2)  # mean accelerometer innovation along and across base_link (m/s^2)
         self._saturated_s = 0.0  # how long an axle has been seen saturating
-        self._episode_u, self._episode_end_s = 0.0, -math.inf  # the saturation episode's largest utilisation, its last time  # mean accelerometer innovation along and across base_link (m/s^2)
+        self._episode_u, self._episode_end_s = 0.0, -math.inf  # the saturation episode's largest utilisation, its last time
         self.cornering = np.array(v.tire_scales[:2], dtype=float)
         self.P_cornering = np.full(2, sp.cornering_sigma**2)
         self._cornering_seen = np.zeros(2, dtype=bool)
@@ -244,22 +243,24 @@ class VehicleSPI(VehicleErrorEKF):
         self._window = _Window()
 
     def _axle_friction(self, w: "_Window") -> tuple[float, float]:
-        """The window's utilisation and, if an axle saturates, the same utilisation (else NaN) (module docstring).
+        """The window's utilisation and, once an axle has saturated for ``min_saturated_s``, the largest utilisation of
+        the saturation episode (else NaN) (module docstring).
 
-        Window means: u = |(sum F_x, sum F_y + m a_nu,y)| / sum F_z over the four tires (published forces, a_nu the
-        accelerometer's mean innovation across base_link), which in steady cornering is each axle's too (the axles share
-        the lateral force as they share the weight, by the centre of mass; the model's own split follows its force
-        correction).  An axle saturates if u_y < saturation_ratio k tan(alpha'), alpha' its slip angle with the other
-        axle's taken as linear, atan(u_y / k_other), plus the measured difference of the two (alpha_f - alpha_r)."""
+        Window means: u = |(sum F_x, sum F_y + m a_nu,y)| / (m g) over the four tires (published forces, a_nu the
+        accelerometer's mean innovation across base_link; the weight, not the model's normal loads, which follow its
+        heave and pitch errors), which in steady cornering is each axle's too (the axles share the lateral force as they
+        share the weight; the model's own split follows its force correction).  An axle saturates if
+        u_y < saturation_ratio k tan(alpha'), alpha' its slip angle with the other axle's taken as linear,
+        atan(u_y / k_other), plus the measured difference of the two (alpha_f - alpha_r)."""
         sp = self.spi
         if not w.axle_n:
             return math.nan, math.nan
         n = w.axle_n
         mass = self.vehicle.total_mass_kg
-        fz = mass * GRAVITY_M_S2  # the weight: the model's own normal loads follow its heave and pitch errors
-        fy = w.axle_fy.sum() / n + mass * self._accel_innovation[1]
-        u_y = fy / fz
-        u = math.hypot(w.axle_fx.sum() / n, fy) / fz
+        weight = mass * GRAVITY_M_S2
+        fy = w.fy / n + mass * self._accel_innovation[1]
+        u_y = fy / weight
+        u = math.hypot(w.fx / n, fy) / weight
         if (abs(u_y) < sp.min_saturated_utilisation or w.speed / n < sp.min_saturation_speed_m_s
                 or abs(w.yaw_acceleration / n) > sp.max_yaw_acceleration_rad_s2):
             self._saturated_s = 0.0
@@ -281,16 +282,18 @@ class VehicleSPI(VehicleErrorEKF):
         return u, self._episode_u
 
     def update_imu(self, angular_velocity_rad_s, linear_acceleration_m_s2, gyro_sigma, accel_sigma):
-        """The errorEKF-FE's IMU update, after keeping the accelerometer's innovation across base_link (its mean over
-        ``accel_innovation_s``), which the friction estimate adds to the published lateral forces."""
-        a = np.asarray(linear_acceleration_m_s2, float)
-        solver = self.vehicle.solver
-        if solver is not None and np.all(np.isfinite(a)):
-            h, _ = models.accelerometer(solver.q, solver.qd, solver.qdd, self.mounts.imu_position_m, self.mounts.imu_rotation)
-            nu = np.asarray(self.mounts.imu_rotation, float) @ (a - self.imu_bias[3:] - h)
+        """The errorEKF-FE's IMU update, then the accelerometer's innovation of it (all three axes, rotated into
+        base_link) into its mean over ``accel_innovation_s``, which the friction estimate adds to the published lateral
+        forces."""
+        stats = self.stats["accelerometer"]
+        before = stats.last_innovation
+        applied = super().update_imu(angular_velocity_rad_s, linear_acceleration_m_s2, gyro_sigma, accel_sigma)
+        nu = stats.last_innovation  # a new array whenever the update computed one (applied or gated out)
+        if nu is not before and len(nu) == 3:
+            nu = np.asarray(self.mounts.imu_rotation, float) @ nu
             gain = min(1.0, 0.01 / self.spi.accel_innovation_s)  # 100 Hz
             self._accel_innovation += gain * (nu[:2] - self._accel_innovation)
-        return super().update_imu(angular_velocity_rad_s, linear_acceleration_m_s2, gyro_sigma, accel_sigma)
+        return applied
 
     def _take_cornering(self, old: np.ndarray) -> None:
         """The model takes the new stiffness scales; its force correction gives back what the tires now carry."""
@@ -342,7 +345,7 @@ class _Window:
     def __init__(self):
         self.stopped = False
         self.mass_sum, self.mass_n = np.zeros(4), 0
-        self.axle_fx, self.axle_fy, self.axle_fz = np.zeros(2), np.zeros(2), np.zeros(2)
+        self.fx, self.fy = 0.0, 0.0  # the four tires' published forces, summed
         self.axle_k, self.axle_alpha, self.speed, self.yaw_acceleration, self.axle_n = np.zeros(2), np.zeros(2), 0.0, 0.0, 0
         self.corner_sum, self.corner_n = np.zeros(2), np.zeros(2, dtype=int)
 
@@ -351,11 +354,10 @@ class _Window:
         self.mass_n += 1
 
     def add_axles(self, forces: np.ndarray, k: np.ndarray, alpha: np.ndarray, speed: float, yaw_acceleration: float) -> None:
-        """Per axle: the published forces (4, 3) summed, the mean cornering stiffness per load and slip angle."""
+        """The published forces (4, 3) summed; per axle the mean cornering stiffness per load and slip angle."""
+        self.fx += forces[:, 0].sum()
+        self.fy += forces[:, 1].sum()
         for a, pair in enumerate((slice(0, 2), slice(2, 4))):
-            self.axle_fx[a] += forces[pair, 0].sum()
-            self.axle_fy[a] += forces[pair, 1].sum()
-            self.axle_fz[a] += max(forces[pair, 2].sum(), 0.0)
             self.axle_k[a] += k[pair].mean()
             self.axle_alpha[a] += alpha[pair].mean()
         self.speed += speed

@@ -19,8 +19,9 @@ from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from state_observer.errors import InputError
-from state_observer.foxglove_view import MESSAGE_ENCODING, SCHEMA_ENCODING, _sdk
+from state_observer.foxglove_view import ros_channel, sdk
 from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, make_typestore
+from state_observer.paths import foxglove_layout_path
 from state_observer.ros.common import ParameterError, declare, message_class, run
 
 QOS_DEPTH = 100
@@ -39,7 +40,7 @@ class FoxgloveRelay(Node):
         if unknown:
             raise ParameterError(f"parameter topics: {', '.join(unknown)} not among the observer's outputs ({', '.join(types)})")
         try:
-            foxglove = _sdk()
+            foxglove = sdk()
         except InputError as exc:
             raise ParameterError(str(exc)) from None
         store = make_typestore(distro=os.environ.get("ROS_DISTRO") or None)
@@ -55,12 +56,11 @@ class FoxgloveRelay(Node):
         self.channels: list = []
         for topic in topics:
             msgtype = types[topic]
-            schema = foxglove.Schema(name=msgtype, encoding=SCHEMA_ENCODING, data=store.generate_msgdef(msgtype, ros_version=2)[0].encode())
-            channel = foxglove.Channel(topic, message_encoding=MESSAGE_ENCODING, schema=schema, context=context)
+            channel = ros_channel(foxglove, context, topic, msgtype, store.generate_msgdef(msgtype, ros_version=2)[0])
             self.channels.append(channel)
             self.create_subscription(message_class(msgtype), topic, partial(self._forward, topic, channel), qos, raw=True)
         self.get_logger().info(f"serving {len(topics)} topics on ws://{host}:{self.port} (Foxglove: Open connection -> "
-                               "Foxglove WebSocket; layout: config/foxglove/state_observer_layout.json)")
+                               f"Foxglove WebSocket; layout: {foxglove_layout_path()})")
 
     def _forward(self, topic: str, channel, data: bytes) -> None:
         channel.log(data, log_time=self.get_clock().now().nanoseconds)
