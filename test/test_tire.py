@@ -9,7 +9,7 @@ import pytest
 from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
-from state_observer.vehicle.tire import BRUSH, TireOutput, TireParameters, TireState, tire_forces
+from state_observer.vehicle.tire import BRUSH, TMEASY, TMEASY_PEAK_RATIO, TireOutput, TireParameters, TireState, tire_forces
 
 P = TireParameters(
     unloaded_radius_m=0.30,
@@ -39,7 +39,8 @@ P_MF = dataclasses.replace(P, shape_factor=1.3, curvature_factor=0.3, nominal_lo
 P_MF_CLIPPED = dataclasses.replace(P, shape_factor=1.6, curvature_factor=-0.5, nominal_load_n=1000.0,
                                    load_sensitivity_stiffness=1.0, load_sensitivity_friction=0.5)
 P_BRUSH = dataclasses.replace(P, shape_factor=BRUSH)
-FAMILIES = {"linearised": P, "brush": P_BRUSH, "magic_formula": P_MF, "magic_formula_clipped": P_MF_CLIPPED}
+P_TMEASY = dataclasses.replace(P, shape_factor=TMEASY)
+FAMILIES = {"linearised": P, "tmeasy": P_TMEASY, "brush": P_BRUSH, "magic_formula": P_MF, "magic_formula_clipped": P_MF_CLIPPED}
 
 
 def call(p=P, mu=MU, xi_z=XI_Z, xi_z_rate=0.0, vx=10.0, vy=0.0, omega=10.0 / RD,
@@ -378,7 +379,7 @@ def test_vectorised_equals_single_wheel_calls_with_per_axle_parameters():
 @pytest.mark.parametrize("bad", [-1.0, np.nan, np.inf])
 def test_invalid_parameters_raise_naming_the_field(field, bad):
     if (field, bad) == ("shape_factor", -1.0):
-        bad = -2.0  # -1 is the brush characteristic
+        bad = -3.0  # -1 and -2 are the brush and TMeasy characteristics
     with pytest.raises(ValueError, match=field):
         dataclasses.replace(P, **{field: bad})
 
@@ -565,8 +566,8 @@ def test_magic_formula_edge_cases():
 
 
 @pytest.mark.parametrize("field, bad, why", [
-    ("shape_factor", 0.5, "0 (linearised), -1 (brush) or within 1..2"), ("shape_factor", 2.5, "0 (linearised), -1 (brush) or within 1..2"),
-    ("shape_factor", -1.3, "0 (linearised), -1 (brush) or within 1..2"), ("curvature_factor", 1.0, "< 1"), ("curvature_factor", 3.0, "< 1"),
+    ("shape_factor", 0.5, "0 (linearised), -1 (brush), -2 (TMeasy) or within 1..2"), ("shape_factor", 2.5, "0 (linearised), -1 (brush), -2 (TMeasy) or within 1..2"),
+    ("shape_factor", -1.3, "0 (linearised), -1 (brush), -2 (TMeasy) or within 1..2"), ("curvature_factor", 1.0, "< 1"), ("curvature_factor", 3.0, "< 1"),
     ("nominal_load_n", 0.0, "> 0"), ("nominal_load_n", -4000.0, "> 0"), ("load_sensitivity_stiffness", -0.1, ">= 0"),
     ("load_sensitivity_friction", -0.1, ">= 0"), ("curvature_factor", np.nan, "finite"),
 ])
@@ -617,5 +618,26 @@ def test_brush_steady_pure_lateral_force_is_the_brush_formula():
 
 
 def test_brush_refuses_magic_formula_fields():
-    with pytest.raises(ValueError, match="must be 0 where shape_factor is 0 or -1"):
-        dataclasses.replace(P_BRUSH, curvature_factor=0.3)
+    for p in (P_BRUSH, P_TMEASY):
+        with pytest.raises(ValueError, match="must be 0 where shape_factor is 0, -1 or -2"):
+            dataclasses.replace(p, curvature_factor=0.3)
+
+
+def test_tmeasy_steady_pure_lateral_force_is_the_rational_characteristic():
+    """Pure side slip, steady state: F_y = -sign(alpha) F_z sigma / (1 + x (x + a - 2)), x = sigma / (a mu), mu F_z
+    from x = 1 (Rill 2012, TMeasy with the peak at a = 2 times the linear law's saturation slip); its slope at zero
+    slip is the linearised law's, at the linear law's saturation slip (sigma = mu) it gives 0.8 mu, the peak mu at 2 mu."""
+    vx, vn = 20.0, P_TMEASY.slip_velocity_regularisation_m_s
+    alpha = np.array([1e-6, 1e-3, 0.02, 0.08, 0.2, 0.5, 1.2, -0.3])
+    omega = vx / RD
+    out = call(p=P_TMEASY, vx=vx, vy=vx * np.tan(alpha), omega=omega, dt=LONG_DT)
+    sigma = KY * np.abs(vx * np.tan(alpha)) / (RD * omega + vn)
+    a = TMEASY_PEAK_RATIO
+    x = np.minimum(sigma / (a * MU), 1.0)
+    f = np.where(x < 1.0, sigma / (1.0 + x * (x + a - 2.0)), MU)
+    np.testing.assert_allclose(out.fy_n, -np.sign(alpha) * FZ * f, rtol=1e-9)
+    linear = call(vx=vx, vy=vx * np.tan(alpha[:2]), omega=omega, dt=LONG_DT)
+    np.testing.assert_allclose(out.fy_n[0], linear.fy_n[0], rtol=1e-5)  # the same slope at zero slip
+    # by hand, a = 2: f(mu) = mu / (1 + 1/4) = 0.8 mu; f(2 mu) = 2 mu / 2 = mu
+    at = call(p=P_TMEASY, vx=vx, vy=np.array([1.0, 2.0]) * MU / KY * (RD * omega + vn), omega=omega, dt=LONG_DT)
+    np.testing.assert_allclose(-at.fy_n / (FZ * MU), [0.8, 1.0], rtol=1e-9)

@@ -340,7 +340,9 @@ def test_file_with_yaml_1_2_scalars(tmp_path):
     assert load_vehicle(path).corner("fl").spring_damper.stiffness_n_per_m == 60000.0
 
 
-TIRE_HEAD = "tire:                             # TMeasy, linearised characteristic [Rill]; one set for all four wheels\n"
+TIRE_HEAD = ("tire:                             # TMeasy [Rill]; one set for all four wheels\n"
+             "  characteristic: tmeasy                    # TMeasy's rational curve: the force peaks at twice the slip where the\n"
+             "                                            # cornering stiffness would reach it, typical of passenger-car tires [Rill]\n")
 
 
 def test_magic_formula_tire_file_loads_and_linearised_refuses_its_keys(tmp_path, vehicle):
@@ -358,11 +360,15 @@ def test_magic_formula_tire_file_loads_and_linearised_refuses_its_keys(tmp_path,
     p = tire_parameters(v.corner("rr"))
     assert (p.shape_factor, p.curvature_factor, p.nominal_load_n, p.load_sensitivity_stiffness,
             p.load_sensitivity_friction) == (1.3, -0.3, 4000.0, 0.3, 0.0)
-    # the default file: linearised, and the tire model gets shape_factor 0
+    # the default file: TMeasy's characteristic, and the tire model gets shape_factor -2
     d = vehicle.corner("fl").tire
-    assert d.characteristic == "linearised" and d.shape_factor == 0.0 and d.load_sensitivity_stiffness == 0.0
-    assert tire_parameters(vehicle.corner("fl")).shape_factor == 0.0
-    # Magic-Formula keys with the linearised characteristic (explicit or by default) are refused, naming the key
+    assert d.characteristic == "tmeasy" and d.shape_factor == -2.0 and d.load_sensitivity_stiffness == 0.0
+    assert tire_parameters(vehicle.corner("fl")).shape_factor == -2.0
+    # a file without the key has TMeasy's characteristic
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(text.replace(TIRE_HEAD, "tire:\n"))
+    assert load_vehicle(plain).corner("rl").tire.characteristic == "tmeasy"
+    # Magic-Formula keys with another characteristic (linearised, or TMeasy by default) are refused, naming the key
     for head, key in (("  characteristic: linearised\n  shape_factor: 1.3\n", "shape_factor"),
                       ("  load_sensitivity_friction: 0.1\n", "load_sensitivity_friction")):
         bad = tmp_path / f"{key}.yaml"
@@ -377,6 +383,9 @@ def test_magic_formula_tire_file_loads_and_linearised_refuses_its_keys(tmp_path,
     brush.write_text(text.replace(TIRE_HEAD, "tire:\n  characteristic: brush\n"))
     b = load_vehicle(brush)
     assert b.corner("fl").tire.characteristic == "brush" and tire_parameters(b.corner("rl")).shape_factor == -1.0
+    tmeasy = tmp_path / "tmeasy.yaml"
+    tmeasy.write_text(text.replace(TIRE_HEAD, "tire:\n  characteristic: tmeasy\n"))
+    assert tire_parameters(load_vehicle(tmeasy).corner("fr")).shape_factor == -2.0
     brush.write_text(text.replace(TIRE_HEAD, "tire:\n  characteristic: brush\n  shape_factor: 1.3\n"))
     with pytest.raises(VehicleConfigError, match="only with characteristic: magic_formula .the brush characteristic"):
         load_vehicle(brush)
@@ -428,7 +437,7 @@ ERRORS = [
     (lambda d: d.update(tire={"front": dict(d["tire"]), "rear": dict(d["tire"], characteristic="linearised",
                                                                    nominal_load_n=4000.0)}),
      "tire.rear.nominal_load_n", "only with characteristic: magic_formula"),
-    (_set("tire.characteristic", "pacejka"), "tire.characteristic", "must be one of linearised, brush, magic_formula"),
+    (_set("tire.characteristic", "pacejka"), "tire.characteristic", "must be one of tmeasy, linearised, brush, magic_formula"),
     (lambda d: d["tire"].update(characteristic="magic_formula", shape_factor=0.0), "tire.shape_factor",
      "must be in [1, 2] (got 0)"),
     (lambda d: d["tire"].update(characteristic="magic_formula", curvature_factor=1.0), "tire.curvature_factor",

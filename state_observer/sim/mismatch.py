@@ -24,12 +24,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Magic-Formula characteristic of the truth tires (Pacejka 2012 §4.3.2: shape C ~1.3 lateral; curvature E = -1
-# puts the peak at 1.3 times the slip where the linearised characteristic saturates, and there the force is 0.81 of
-# its: a rounded, realistic curve; load sensitivity of the slip stiffness ~0.3 and of the friction ~0.1 per unit of
-# relative load increase).
+# Magic-Formula characteristic of the truth tires (Pacejka 2012 §4.3.2): shape C and curvature E drawn per seed over
+# the range of passenger-car tires (C 1.2-1.5 lateral, E -1.5..0.2: the force peaks at 1.8 to 5 times the slip where
+# the linear law reaches the friction, and gives 0.73-0.84 of the friction there), so that no fixed observer curve
+# matches the truth; nominal C = 1.3, E = -1; load sensitivity of the slip stiffness ~0.3 and of the friction ~0.1 per
+# unit of relative load increase.
 MF_SHAPE = 1.3
 MF_CURVATURE = -1.0
+MF_SHAPE_RANGE = (1.2, 1.5)
+MF_CURVATURE_RANGE = (-1.5, 0.2)
 MF_LOAD_SENSITIVITY_STIFFNESS = 0.3
 MF_LOAD_SENSITIVITY_FRICTION = 0.1
 
@@ -55,10 +58,13 @@ class Mismatch:
     gnss_sigma_m: float
     gnss_outage_s: tuple[float, float] | None  # (start, end) of one outage
     magic_formula: bool = True
+    mf_shape: float = MF_SHAPE  # the truth tires' Magic-Formula C and E
+    mf_curvature: float = MF_CURVATURE
 
     def describe(self) -> str:
         c = self.cornering_stiffness
-        return (f"seed {self.seed}: tires {'Magic Formula' if self.magic_formula else 'TMeasy'}, cornering stiffness x{c[0]:.2f}/x{c[1]:.2f}, "
+        tires = f"Magic Formula C {self.mf_shape:.2f} E {self.mf_curvature:+.2f}" if self.magic_formula else "TMeasy"
+        return (f"seed {self.seed}: tires {tires}, cornering stiffness x{c[0]:.2f}/x{c[1]:.2f}, "
                 f"slip stiffness x{self.longitudinal_stiffness:.2f}, CG {100 * self.cg_forward_m:+.0f} cm fwd {100 * self.cg_up_m:+.0f} cm up, "
                 f"yaw inertia x{self.yaw_inertia:.2f}, mass x{self.mass:.2f}, springs x{self.springs:.2f}, dampers x{self.dampers:.2f}, "
                 f"gyro bias {np.degrees(np.abs(self.gyro_bias_rad_s)).max():.2f} deg/s, accel bias {np.abs(self.accel_bias_m_s2).max():.2f} m/s^2, "
@@ -93,8 +99,9 @@ def draw(seed: int, duration_s: float, gnss_outage: bool = True) -> Mismatch:
     mount = tuple(float(v) for v in math.radians(0.5) * axis / np.linalg.norm(axis))
     gnss_sigma = float(rng.uniform(1.5, 2.5))
     t0 = float(rng.uniform(duration_s / 3.0, 2.0 * duration_s / 3.0 - 5.0)) if gnss_outage and duration_s > 20.0 else None
+    shape, curvature = float(rng.uniform(*MF_SHAPE_RANGE)), float(rng.uniform(*MF_CURVATURE_RANGE))  # drawn last: the rest keeps its draws
     return Mismatch(int(seed), cornering, longitudinal, cg_forward, cg_up, yaw_inertia, mass, springs, dampers, gyro_bias, accel_bias, gyro_scale,
-                    accel_scale, mount, gnss_sigma, None if t0 is None else (t0, t0 + 5.0))
+                    accel_scale, mount, gnss_sigma, None if t0 is None else (t0, t0 + 5.0), mf_shape=shape, mf_curvature=curvature)
 
 
 def truth_description(desc, m: Mismatch):
@@ -113,7 +120,7 @@ def truth_description(desc, m: Mismatch):
         tire = dataclasses.replace(t, cornering_stiffness_per_rad=t.cornering_stiffness_per_rad * m.cornering_stiffness[axle],
                                    longitudinal_slip_stiffness=t.longitudinal_slip_stiffness * m.longitudinal_stiffness)
         if m.magic_formula:
-            tire = dataclasses.replace(tire, characteristic="magic_formula", shape_factor=MF_SHAPE, curvature_factor=MF_CURVATURE,
+            tire = dataclasses.replace(tire, characteristic="magic_formula", shape_factor=m.mf_shape, curvature_factor=m.mf_curvature,
                                        nominal_load_n=_static_wheel_load_n(desc, c), load_sensitivity_stiffness=MF_LOAD_SENSITIVITY_STIFFNESS,
                                        load_sensitivity_friction=MF_LOAD_SENSITIVITY_FRICTION)
         sd = c.spring_damper

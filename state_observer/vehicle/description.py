@@ -30,7 +30,7 @@ import numpy as np
 import yaml
 
 from ..errors import VehicleConfigError
-from .tire import BRUSH
+from .tire import BRUSH, TMEASY
 
 CORNERS = ("fl", "fr", "rl", "rr")  # order of ``VehicleDescription.corners``
 AXLES = ("front", "rear")
@@ -107,10 +107,10 @@ class Wheel:
 
 @dataclass(frozen=True, eq=False)
 class Tire:
-    """TMeasy (Rill) with a linearised characteristic, a brush one (``characteristic: brush``) or a
-    Magic-Formula-shaped one with load sensitivity (``characteristic: magic_formula``; see :mod:`.tire`);
-    slip stiffnesses per unit normal load.  The trailing fields are optional keys; with the linearised
-    and brush characteristics only their defaults are allowed (the keys are refused)."""
+    """TMeasy (Rill) with its own rational characteristic (``characteristic: tmeasy``, the default), a linearised one
+    (``characteristic: linearised``), a brush one (``characteristic: brush``) or a Magic-Formula-shaped one with load sensitivity (``characteristic: magic_formula``;
+    see :mod:`.tire`); slip stiffnesses per unit normal load.  The trailing fields are optional keys; with the
+    characteristics other than magic_formula only their defaults are allowed (the keys are refused)."""
 
     vertical_stiffness_n_per_m: float
     vertical_damping_n_s_per_m: float
@@ -123,8 +123,8 @@ class Tire:
     friction_coefficient: float
     slip_velocity_regularisation_m_s: float
     rolling_resistance_coefficient: float
-    characteristic: str = "linearised"  # linearised | brush | magic_formula
-    shape_factor: float = 0.0  # Magic Formula C (-), 1..2; 0 = linearised, -1 = brush (tire.BRUSH)
+    characteristic: str = "tmeasy"  # tmeasy | linearised | brush | magic_formula
+    shape_factor: float = TMEASY  # Magic Formula C (-), 1..2; 0 = linearised, -1 = brush (tire.BRUSH), -2 = tmeasy (tire.TMEASY)
     curvature_factor: float = 0.0  # Magic Formula E (-), < 1
     nominal_load_n: float = 4000.0  # F_z0 of the load sensitivity (N)
     load_sensitivity_stiffness: float = 0.0  # q_k: k(F_z) = k (1 - q_k (F_z/F_z0 - 1)) (-)
@@ -394,20 +394,20 @@ def _tires(root: _Node) -> dict[str, Tire]:
 
 _TIRE_KEYS = tuple(f.name for f in dataclasses.fields(Tire) if f.default is dataclasses.MISSING)
 _TIRE_OPTIONAL = tuple(f.name for f in dataclasses.fields(Tire) if f.default is not dataclasses.MISSING)
-TIRE_CHARACTERISTICS = ("linearised", "brush", "magic_formula")
+TIRE_CHARACTERISTICS = ("tmeasy", "linearised", "brush", "magic_formula")
 _MAGIC_FORMULA_KEYS = ("shape_factor", "curvature_factor", "nominal_load_n", "load_sensitivity_stiffness",
                        "load_sensitivity_friction")
 _WHEEL_KEYS = tuple(f.name for f in dataclasses.fields(Wheel))
 
 
 def _tire(node: _Node) -> Tire:
-    characteristic = node.text("characteristic", TIRE_CHARACTERISTICS) if node.has("characteristic") else "linearised"
+    characteristic = node.text("characteristic", TIRE_CHARACTERISTICS) if node.has("characteristic") else "tmeasy"
     if characteristic != "magic_formula":
         for key in _MAGIC_FORMULA_KEYS:
             if node.has(key):
                 raise node.error(f"only with characteristic: magic_formula (the {characteristic} characteristic "
                                  "has no shape or load sensitivity)", key)
-        shape = dict(shape_factor=BRUSH) if characteristic == "brush" else {}
+        shape = dict(shape_factor={"brush": BRUSH, "tmeasy": TMEASY}.get(characteristic, 0.0))
     else:
         shape = dict(shape_factor=node.num("shape_factor", 1.0, 2.0, lo_incl=True, default=1.3),
                      curvature_factor=node.num("curvature_factor", -10.0, 1.0, lo_incl=True, default=0.0),

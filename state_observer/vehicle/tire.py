@@ -1,4 +1,4 @@
-r"""TMeasy tire (linearised, brush or Magic-Formula-shaped characteristic), first-order deflection dynamics.
+r"""TMeasy tire (linearised, TMeasy, brush or Magic-Formula-shaped characteristic), first-order deflection dynamics.
 
 The tire model of the A Coruña multibody observers (Sanjurjo 2016 §5.3, eqs 5.27-5.41;
 Rodríguez 2020 §5.2.2, eqs 5.1-5.12; after Hirschberg, Rill and Weinfurter 2007),
@@ -77,6 +77,22 @@ f'(0) = 1 (the linearised law at small slip) and f' = (1 - z)^2 falls to 0 at fu
 linear law gradually from the first degree of slip (at three quarters of mu it needs 1.5 times the linear law's slip)
 instead of at mu.  It needs no parameter beyond k and mu.  Here m1 = f/w = (1 - z + z^2/3)/v* (finite at w = 0),
 dm1/dw = (-1 + 2 z/3)/(3 mu v*^2); from z = 1, m1 = mu/w as in the linearised family.
+
+TMeasy characteristic (``shape_factor`` = TMEASY = -2)
+-----------------------------------------------------
+TMeasy's own curve up to its peak (Rill 2012 §3.3; Hirschberg, Rill and Weinfurter 2007): a rational function of
+the normalised slip with slope 1 at zero and its maximum D = mu at the slip s_M = a D, where the linear law would
+reach D at the slip D:
+
+    f(sigma) = sigma / (1 + x (x + a - 2)),   x = sigma / (a D)   (x < 1),      D   (x >= 1)
+
+a = TMEASY_PEAK_RATIO = 2: a passenger-car tire gives its largest force at about twice the slip angle where its
+cornering stiffness would reach it (f = D / (1 + x^2) sigma).  Past the peak the force is held at D (TMeasy's
+fall to the sliding force is left out: a tire model that gives less force for more slip makes the sideslip of a
+filter ambiguous).  Between the linearised characteristic, which over-states the force from half the friction on, and the
+brush one, which under-states it from the first degree, it is the curve an observer of an unknown tire keeps by
+default.  m1 = f/w = 1/(v* (1 + x (x + a - 2))), f' = (1 - x^2)/(1 + x (x + a - 2))^2,
+dm1/dw = -(2 x + a - 2)/(a D v*^2 (1 + x (x + a - 2))^2); from x = 1, m1 = D/w, continuous with its derivative.
 
 First-order deflection dynamics
 -------------------------------
@@ -192,15 +208,19 @@ ArrayLike = Union[float, np.ndarray]
 
 BRUSH = -1.0
 """``shape_factor`` of the brush characteristic (module docstring)."""
+TMEASY = -2.0
+"""``shape_factor`` of TMeasy's rational characteristic (module docstring)."""
+TMEASY_PEAK_RATIO = 2.0
+"""Slip of TMeasy's force peak over the slip where the linear law reaches it (module docstring)."""
 
 ROLLING_OMEGA_EPS_RAD_S = 0.5
 """Default spin rate (rad/s) of the tanh smoothing of the rolling-resistance sign."""
 
-# Fields that may be zero (all others must be > 0, except shape_factor: 0, BRUSH or 1..2, and
+# Fields that may be zero (all others must be > 0, except shape_factor: 0, BRUSH, TMEASY or 1..2, and
 # curvature_factor: < 1, any sign).
 _MAY_BE_ZERO = ("vertical_damping_n_s_per_m", "rolling_resistance_coefficient",
                 "load_sensitivity_stiffness", "load_sensitivity_friction")
-# Magic-Formula-only fields: must be 0 where shape_factor is 0 or BRUSH (linearised and brush characteristics).
+# Magic-Formula-only fields: must be 0 where shape_factor is 0, BRUSH or TMEASY.
 _MF_ONLY = ("curvature_factor", "load_sensitivity_stiffness", "load_sensitivity_friction")
 
 
@@ -226,6 +246,7 @@ class TireParameters:
     rolling_resistance_coefficient    C_rr (>= 0), - (0.017 identified by Sanjurjo)
     shape_factor                      Magic Formula C: 0 = linearised characteristic (default),
                                       BRUSH (-1) = brush characteristic,
+                                      TMEASY (-2) = TMeasy's rational characteristic,
                                       else 1 <= C <= 2 (typ. 1.3 lateral, 1.65 longitudinal), -
     curvature_factor                  Magic Formula E (< 1; typ. -0.5 .. 0.5), -
     nominal_load_n                    F_z0 (> 0) of the load sensitivity, N
@@ -233,8 +254,8 @@ class TireParameters:
     load_sensitivity_friction         q_mu (>= 0): mu_eff = mu max(1 - q_mu (F_z/F_z0 - 1), 0.2), -
 
     All fields must be finite; all must be > 0 except d_z, C_rr, C, q_k and q_mu, which may
-    be 0, and E (< 1).  Where C = 0 or BRUSH, E, q_k and q_mu must be 0 (the linearised and
-    brush characteristics have none of them).  Array fields are stored as read-only float arrays.
+    be 0, and E (< 1).  Where C = 0, BRUSH or TMEASY, E, q_k and q_mu must be 0 (the linearised,
+    brush and TMeasy characteristics have none of them).  Array fields are stored as read-only float arrays.
     """
 
     unloaded_radius_m: ArrayLike
@@ -275,8 +296,8 @@ class TireParameters:
             if not np.all(np.isfinite(value)):
                 raise ValueError(f"TireParameters.{f.name} must be finite, got {value}")
             if f.name == "shape_factor":
-                if np.any((value != 0.0) & (value != BRUSH) & ((value < 1.0) | (value > 2.0))):
-                    raise ValueError(f"TireParameters.shape_factor must be 0 (linearised), -1 (brush) or within 1..2, got {value}")
+                if np.any((value != 0.0) & (value != BRUSH) & (value != TMEASY) & ((value < 1.0) | (value > 2.0))):
+                    raise ValueError(f"TireParameters.shape_factor must be 0 (linearised), -1 (brush), -2 (TMeasy) or within 1..2, got {value}")
             elif f.name == "curvature_factor":
                 if np.any(value >= 1.0):
                     raise ValueError(f"TireParameters.curvature_factor must be < 1, got {value}")
@@ -289,8 +310,8 @@ class TireParameters:
         no_shape = np.asarray(self.shape_factor) <= 0.0
         for name in _MF_ONLY:
             if np.any(no_shape & (np.asarray(getattr(self, name)) != 0.0)):
-                raise ValueError(f"TireParameters.{name} must be 0 where shape_factor is 0 or -1 (the linearised and "
-                                 f"brush characteristics), got {getattr(self, name)}")
+                raise ValueError(f"TireParameters.{name} must be 0 where shape_factor is 0, -1 or -2 (the linearised, "
+                                 f"brush and TMeasy characteristics), got {getattr(self, name)}")
         if np.any(np.asarray(self.dynamic_radius_m) > np.asarray(self.unloaded_radius_m)):
             raise ValueError("TireParameters.dynamic_radius_m must be <= unloaded_radius_m, got "
                              f"{self.dynamic_radius_m} > {self.unloaded_radius_m}")
@@ -447,10 +468,10 @@ def tmeasy_into(rows, mu, xi_z, xi_z_dot, vx, vy, omega, xi0_x, xi0_y, dt, omega
             dm1_dom = -rd * (dm1_dvx if sat else m1 * m1 * sign_om)
             m_fz = m1                       # (dm_k/dF_z)/k_k
         elif shape < 0.0:
-            # brush characteristic f = mu (1 - (1 - z)^3), z = sigma / (3 mu) (module docstring)
+            # brush f = mu (1 - (1 - z)^3), z = sigma / (3 mu), or TMeasy's rational characteristic (module docstring)
             ux, uy = kx * dvx, ky * dvy
             w = math.hypot(ux, uy)
-            m1, fp, dm1_dw = _brush(w, v_star, mu[i])
+            m1, fp, dm1_dw = _brush(w, v_star, mu[i]) if shape == BRUSH else _tmeasy(w, v_star, mu[i])
             cos_x, cos_y = (ux / w, uy / w) if w > 1e-12 else (0.0, 0.0)
             dm1_dvx, dm1_dvy = -dm1_dw * kx * cos_x, -dm1_dw * ky * cos_y
             dm1_dom = rd * (dm1_dw * kx * cos_x - sign_om * fp / (v_star * v_star))
@@ -526,6 +547,18 @@ def _brush(w, v_star, d):
     z = w / (3.0 * d * v_star)
     if z < 1.0:
         return (1.0 - z + z * z / 3.0) / v_star, (1.0 - z) ** 2, (-1.0 + 2.0 * z / 3.0) / (3.0 * d * v_star * v_star)
+    return d / w, 0.0, -d / (w * w)
+
+
+@njit(cache=True)
+def _tmeasy(w, v_star, d):
+    """Slip damper per unit load m1 = f(sigma)/w (s/m), f'(sigma) (-) and dm1/dw (s^2/m^2) at fixed v* for TMeasy's
+    rational characteristic f = sigma / (1 + x (x + a - 2)), x = sigma / (a D), f = D from x = 1 (module docstring)."""
+    a = TMEASY_PEAK_RATIO
+    x = w / (a * d * v_star)
+    if x < 1.0:
+        den = 1.0 + x * (x + a - 2.0)
+        return 1.0 / (v_star * den), (1.0 - x * x) / (den * den), -(2.0 * x + a - 2.0) / (a * d * v_star * v_star * den * den)
     return d / w, 0.0, -d / (w * w)
 
 
