@@ -43,10 +43,14 @@ def test_truth_description_and_sensors_apply_the_mismatch():
     assert ratio == pytest.approx(m.yaw_inertia * truth.chassis.mass_kg / desc.chassis.mass_kg)
     for c, t in zip(desc.corners, truth.corners):
         axle = 0 if c.axle == "front" else 1
-        assert t.tire.characteristic == "magic_formula" and c.tire.characteristic == "linearised"
+        assert t.tire.characteristic == "magic_formula" and c.tire.characteristic == "tmeasy"
+        assert (t.tire.shape_factor, t.tire.curvature_factor) == (m.mf_shape, m.mf_curvature)
         assert t.tire.cornering_stiffness_per_rad == pytest.approx(m.cornering_stiffness[axle] * c.tire.cornering_stiffness_per_rad)
         assert t.spring_damper.stiffness_n_per_m == pytest.approx(m.springs * c.spring_damper.stiffness_n_per_m)
     assert np.allclose(np.asarray(truth.sensors.imu_orientation_rpy_rad) - desc.sensors.imu_orientation_rpy_rad, m.imu_mount_error_rpy_rad)
+    lo, hi = mm.MF_SHAPE_RANGE
+    shapes = [mm.draw(seed, 40.0).mf_shape for seed in range(20)]
+    assert lo <= min(shapes) < max(shapes) <= hi  # the truth's tire curve differs between seeds
     sensors = mm.truth_sensors(config, m)
     assert sensors.imu.gyro_rad_s.bias == m.gyro_bias_rad_s and sensors.imu.accel_m_s2.scale_factor == m.accel_scale
     assert sensors.gnss_fix.position_m.sigma[0] == pytest.approx(m.gnss_sigma_m)
