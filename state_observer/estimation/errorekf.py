@@ -351,9 +351,6 @@ class SensorBookkeeping:
     def t(self) -> float:
         return self.vehicle.solver.t
 
-    def position_sigma_m(self) -> np.ndarray:
-        return np.sqrt(np.diag(self.P)[:3])
-
     def _shift_position(self, offset_m: np.ndarray) -> None:
         raise NotImplementedError
 
@@ -476,7 +473,6 @@ class VehicleErrorEKF(SensorBookkeeping):
                           else (0.0, 0.0))  # front and rear axle ahead of base_link
         self._work = np.zeros((n, n))
         self._compiled_sensors = True  # the IMU update in one compiled call (the sensor models of the 14-DOF state)
-        self.levels = 2  # [dz, dz_dot] lead the state (then the extra states)
 
     def _extra_values(self, forces: dict, gyro: float, accel: float, gyro_scale: float, parameters: dict) -> np.ndarray:
         """One value per extra state, in their order (forces, IMU biases and the gyroscope's z scale, parameters)."""
@@ -490,14 +486,6 @@ class VehicleErrorEKF(SensorBookkeeping):
         s = self.settings
         return np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma,
                                self._extra_values(s.force_sigma, s.gyro_bias_sigma, s.accel_bias_sigma, s.gyro_scale_sigma, s.parameter_sigma)])
-
-    def parameter_values(self) -> np.ndarray:
-        """The model's current values of the estimated parameters (in the order of ``settings.parameters``)."""
-        return self.vehicle.parameters[self._parameter_index] if self.parameter_names else np.zeros(0)
-
-    def parameter_sigma_values(self) -> np.ndarray:
-        c = self.parameter_col
-        return np.sqrt(np.diag(self.P)[c : c + len(self.parameter_names)])
 
     # ----- life cycle ---------------------------------------------------------------------------------
     def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:

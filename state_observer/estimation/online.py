@@ -694,7 +694,6 @@ class OnlineObserver:
         self.started_from = (int(stamp_ns), (float(xy[0]), float(xy[1])), float(yaw), float(speed))
         self.t_ns = int(stamp_ns)
         self._version += 1
-        self._t0_s = self.vehicle.solver.t
         self.started = True
         self.events.append(f"started at {stamp_ns * 1e-9:.3f} s: x {xy[0]:.2f} m, y {xy[1]:.2f} m, yaw {math.degrees(yaw):.1f} deg, {speed:.2f} m/s")
 

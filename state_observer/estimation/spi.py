@@ -109,8 +109,8 @@ class VehicleSPI(VehicleErrorEKF):
         self.P_mass = np.diag([sp.mass_sigma_kg**2, sp.resistance_sigma_n**2])
         self.mu_prior = float(np.mean(v.mu))
         self.mu, self.P_mu = self.mu_prior, sp.mu_sigma**2
-        self.mu_lower_bound, self.mu_lower_sigma = 0.0, 0.0
-        self._utilisation = deque()  # (t, largest utilisation, its sigma)
+        self.mu_lower_bound = 0.0
+        self._utilisation = deque()  # (t, largest utilisation)
         self._mu_seen_s = -math.inf  # when a saturating axle was last seen
         self._accel_innovation = np.zeros(2)  # mean accelerometer innovation along and across base_link (m/s^2)
         self._saturated_s = 0.0  # how long an axle has been seen saturating
@@ -215,12 +215,12 @@ class VehicleSPI(VehicleErrorEKF):
         self.P_mu += sp.mu_walk_per_sqrt_s**2 * dt
         u_max, u_saturated = self._axle_friction(w)
         if math.isfinite(u_max):
-            self._utilisation.append((t, u_max, 0.05))
+            self._utilisation.append((t, u_max))
         while self._utilisation and self._utilisation[0][0] < t - sp.lower_bound_window_s:
             self._utilisation.popleft()
         if self._utilisation:
             best = max(self._utilisation, key=lambda r: r[1])
-            self.mu_lower_bound, self.mu_lower_sigma = best[1], best[2]
+            self.mu_lower_bound = best[1]
         if math.isfinite(u_saturated):
             # a saturating axle: its utilisation is the friction here and now (a bound from earlier, perhaps on another
             # surface, no longer holds)
@@ -229,7 +229,7 @@ class VehicleSPI(VehicleErrorEKF):
             self.P_mu *= 1.0 - K
             self._mu_seen_s = t
             self._utilisation.clear()
-            self._utilisation.append((t, min(u_max, self.mu), 0.05))
+            self._utilisation.append((t, min(u_max, self.mu)))
             self.mu_lower_bound = min(u_max, self.mu)
         self.mu = min(max(self.mu, self.mu_lower_bound, sp.mu_bounds[0]), sp.mu_bounds[1])
         v.mu = self.mu
