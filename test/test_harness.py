@@ -130,3 +130,14 @@ def test_a_truth_cache_written_by_another_version_is_simulated_again(tmp_path, m
     assert len(again[3]) == len(first[3]) > 0 and len(again[4]) == len(first[4])
     truths, samples = pickle.loads(key.read_bytes())
     assert truths[-1].t_s == first[3][-1].t_s
+
+
+def test_cornering_metrics_compare_the_final_scales_with_the_truths():
+    """The larger axle error in %, by hand, and observed only when both axles were (status not NOT_OBSERVABLE)."""
+    m = dataclasses.replace(mm.nominal(0), cornering_stiffness=(1.2, 0.8))
+    run = h.Run(np.zeros(1), {}, extra=dict(cornering=((1.08, 2), (0.84, 1))))
+    out = h.cornering_metrics(run, m)
+    assert out["cornering_error_pct"] == pytest.approx(10.0) and out["cornering_observed"] == 1.0  # |1.08 - 1.2| / 1.2
+    run.extra["cornering"] = ((1.2, 1), (0.8, 0))
+    assert h.cornering_metrics(run, m) == dict(cornering_error_pct=0.0, cornering_observed=0.0)
+    assert h.cornering_metrics(h.Run(np.zeros(1), {}), m) == {}

@@ -85,7 +85,9 @@ class SpiSettings:
     cornering_sigma: float = 0.25
     cornering_walk_per_sqrt_s: float = 0.01
     cornering_ratio_sigma: float = 0.05  # noise of one window's force ratio
-    cornering_utilisation: tuple = (0.1, 0.45)  # the axle's range of utilisation that observes its stiffness (the linear range)
+    # the axle's range of utilisation, as a share of the friction, that observes its stiffness (the linear range; of the
+    # weight instead, the harness' friction step on 0.6 took the scales to their bound 2.0)
+    cornering_utilisation: tuple = (0.1, 0.45)
     cornering_bounds: tuple = (0.5, 2.0)
     cornering_converged: float = 0.05
 
@@ -177,7 +179,7 @@ class VehicleSPI(VehicleErrorEKF):
             model_fy = out[1]
             # cornering stiffness: published over model lateral force per axle, in the linear range
             for a, pair in enumerate((slice(0, 2), slice(2, 4))):
-                axle_u = abs(forces[pair, 1].sum()) / max(fz[pair].sum(), 1.0)
+                axle_u = abs(forces[pair, 1].sum()) / max(self.mu * fz[pair].sum(), 1.0)  # of the friction the road offers
                 if sp.cornering_utilisation[0] < axle_u < sp.cornering_utilisation[1] and abs(model_fy[pair].sum()) > 1.0:
                     # the model's force is at the model's own scale: the ratio times that scale observes the stiffness
                     w.add_cornering(a, forces[pair, 1].sum() / model_fy[pair].sum() * v.tire_scales[a] / max(self.cornering[a], 1e-6))

@@ -191,7 +191,9 @@ def run_observer(desc, config, manoeuvre: Manoeuvre, samples: list, observer: st
     run.extra = dict(sideslip_sigma=np.array([s[0] for s in sigmas]), tire_force_sigma=np.array([s[1] for s in sigmas]),
                      nis={name: st.nis_mean for name, st in obs.filter.stats.items() if st.accepted},
                      resets=obs.n_resets, counters={k: dict(v) for k, v in obs.counters.items()},
-                     mass_observed=None if report is None else float(report["mass"]["status"] != 0))
+                     mass_observed=None if report is None else float(report["mass"]["status"] != 0),
+                     cornering=None if report is None or "cornering_front" not in report else
+                     tuple((report[a]["value"], report[a]["status"]) for a in ("cornering_front", "cornering_rear")))
     return run, (_columns(baseline_rows) if follower is not None and baseline_rows else None)
 
 
@@ -285,6 +287,17 @@ def run_metrics(truth: Run, est: Run, friction_step_s: float | None = None, ante
     return out
 
 
+def cornering_metrics(est: Run, mismatch: mm.Mismatch) -> dict:
+    """The final cornering-stiffness scales per axle against the truth's (the harness' factor on the vehicle file's
+    stiffness at the static load; the truth's load sensitivity lowers an axle's total in a turn by a few per cent):
+    the larger error of the two axles (%), and whether both were observed (status not NOT_OBSERVABLE)."""
+    final = est.extra.get("cornering")
+    if final is None:
+        return {}
+    errors = [100.0 * abs(value - truth) / truth for (value, _), truth in zip(final, mismatch.cornering_stiffness)]
+    return dict(cornering_error_pct=max(errors), cornering_observed=float(all(status != 0 for _, status in final)))
+
+
 def evaluate_scenario(manoeuvre: str, seed: int, cache_dir: Path | None = None, observers=("spi_reduced",), progress=print) -> dict:
     """{configuration: metrics} of one manoeuvre and seed (module docstring)."""
     desc, config, mismatch, truths, samples = simulate(manoeuvre, seed, cache_dir)
@@ -300,6 +313,7 @@ def evaluate_scenario(manoeuvre: str, seed: int, cache_dir: Path | None = None, 
         progress(f"evaluate: {manoeuvre} seed {seed}: {observer} ...")
         est, open_loop = run_observer(desc, config, m, samples, observer, gnss=True, open_loop=(i == 0))
         out[observer] = run_metrics(truth, est, step_s)
+        out[observer].update(cornering_metrics(est, mismatch))
         if open_loop is not None:
             out["open_loop"] = run_metrics(truth, open_loop, step_s)
         est, _ = run_observer(desc, config, m, samples, observer, gnss=False)
@@ -355,7 +369,7 @@ def summarise(results: dict) -> dict:
 
 COLUMNS = (("position_rmse_m", "pos m", 1.0), ("sideslip_rmse_deg", "beta deg", 1.0), ("yaw_rate_rmse_dps", "r dps", 1.0),
            ("tire_force_nrmse_long", "Fx %", 100.0), ("tire_force_nrmse_lat", "Fy %", 100.0), ("tire_force_nrmse_vert", "Fz %", 100.0),
-           ("mass_error_pct", "mass %", 1.0), ("friction_abs_error", "mu err", 1.0), ("sideslip_2sigma_coverage", "beta 2s", 100.0),
+           ("mass_error_pct", "mass %", 1.0), ("cornering_error_pct", "Cy %", 1.0), ("friction_abs_error", "mu err", 1.0), ("sideslip_2sigma_coverage", "beta 2s", 100.0),
            ("tire_force_2sigma_coverage", "F 2s", 100.0))
 ORDER = ("spi_reduced", "errorekf_fe_reduced", "open_loop", "kinematic_ekf", "gnss", "zero_sideslip", "spi_reduced_no_gnss",
          "errorekf_fe_reduced_no_gnss", "single_track")
@@ -412,6 +426,8 @@ def targets(summary: dict, observer: str = "spi_reduced") -> list[dict]:
             goal(name, "tire-force errors inside 2 sigma >= 90 %", 100 * o["tire_force_2sigma_coverage"], o["tire_force_2sigma_coverage"] >= 0.9)
         if "mass_error_pct" in o and o.get("mass_observed", 0.0) >= 0.5:  # scenarios with longitudinal excitation
             goal(name, "mass error <= 3 %", o["mass_error_pct"], o["mass_error_pct"] <= 3.0)
+        if "cornering_error_pct" in o and o.get("cornering_observed", 0.0) >= 0.5:  # scenarios with lateral excitation
+            goal(name, "cornering stiffness scales within 10 %", o["cornering_error_pct"], o["cornering_error_pct"] <= 10.0)
         if "friction_settle_s" in o:
             goal(name, "friction within 0.05 at most 5 s after the step", o["friction_settle_s"], o["friction_settle_s"] <= 5.0)
         single = table.get("single_track", {}).get("sideslip_rmse_deg")
