@@ -16,8 +16,9 @@ HERE = Path(__file__).resolve().parent
 
 # Same list as scripts/requirements.txt (checked by test/test_package.py).
 INSTALL_REQUIRES = ["numpy", "scipy", "numba", "pyyaml", "rosbags", "transforms3d", "matplotlib", "tqdm"]
-# optional: `state-observer foxglove` (no rosdep key exists for it, so it is not in package.xml)
-EXTRAS_REQUIRE = {"foxglove": ["foxglove-sdk"]}
+# optional: `state-observer foxglove` and fleets on a Dask cluster (`process --cluster`, `evaluate --cluster`);
+# neither has a rosdep key, so they are not in package.xml
+EXTRAS_REQUIRE = {"foxglove": ["foxglove-sdk"], "cluster": ["dask[distributed]"]}
 
 
 # Node executables (state_observer/ros/<node>.py, also installed by CMakeLists.txt).

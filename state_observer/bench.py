@@ -217,6 +217,45 @@ def product_benchmarks(sim_seconds: float, repeats: int) -> dict:
     return out
 
 
+def fleet_benchmarks(sim_seconds: float, repeats: int) -> dict:
+    """Fleets of bags (issue 17): four simulated 15 s drives (two of 3 s with --quick) through
+    :func:`state_observer.process.process_fleet` without reports, one bag at a time and then on two local worker
+    processes, side by side: ``batch_speedup_2_workers`` = wall(one) / wall(two); with Dask's ``distributed``,
+    ``batch_speedup_2_workers_dask`` on a two-worker ``LocalCluster`` (its start-up and its workers' first run, which
+    imports the package and loads the kernels, not timed: a cluster's workers outlive a fleet)."""
+    import tempfile
+
+    from state_observer.io.record import simulate_command
+    from state_observer.process import load_config, process_fleet
+
+    count, duration = (4, 15.0) if sim_seconds >= 10.0 else (2, 3.0)
+    config = load_config()
+    with tempfile.TemporaryDirectory() as tmp:
+        bags = [Path(tmp) / "drives" / f"drive_{seed}" for seed in range(count)]
+        with open(os.devnull, "w") as quiet:
+            for seed, bag in enumerate(bags):
+                if simulate_command("steady_circle", bag, duration_s=duration, seed=seed, stdout=quiet, stderr=quiet) != 0:
+                    raise RuntimeError("bench: could not simulate the fleet's bags")
+
+        def wall(name: str, **where) -> float:
+            start = time.perf_counter()
+            rows = process_fleet(bags, Path(tmp) / name, config, report=False, **where)
+            if any(r["status"] != "ok" for r in rows):
+                raise RuntimeError(f"bench: a bag of the fleet failed: {rows}")
+            return time.perf_counter() - start
+
+        one = wall("one", jobs=1)
+        out = {"batch_wall_s_1_worker": round(one, 2), "batch_speedup_2_workers": round(one / wall("two", jobs=2), 2)}
+        try:
+            from distributed import LocalCluster
+        except ImportError:
+            return out
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None) as cluster:
+            wall("dask_warm_up", cluster=cluster.scheduler_address)
+            out["batch_speedup_2_workers_dask"] = round(one / wall("dask", cluster=cluster.scheduler_address), 2)
+    return out
+
+
 def _node_cold_start(timeout_s: float = 900.0) -> float:
     """Seconds from starting ``observer_node`` (its own process, default parameters) to its subscriptions, with an
     empty user cache (``$HOME``, ``$XDG_CACHE_HOME``, ``$STATE_OBSERVER_CACHE`` in a new folder): what a user meets
@@ -388,7 +427,8 @@ def accel_benchmarks(sim_seconds: float, repeats: int) -> dict:
 
 BENCHMARKS: dict[str, Callable[[float, int], dict]] = {"linkages": linkage_benchmarks, "detailed_vehicle": detailed_vehicle_benchmarks,
                                                        "observers": observer_benchmarks, "linkage_filters": linkage_filter_benchmarks,
-                                                       "road": road_benchmarks, "accel": accel_benchmarks, "product": product_benchmarks}
+                                                       "road": road_benchmarks, "accel": accel_benchmarks, "product": product_benchmarks,
+                                                       "fleet": fleet_benchmarks}
 
 
 def run(quick: bool = False) -> dict:

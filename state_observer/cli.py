@@ -51,7 +51,7 @@ def _process(args: argparse.Namespace) -> int:
 
     return process_command(args.bag, args.out, params=args.params, vehicle=args.vehicle, observer=args.observer,
                            force=args.force, report=not args.no_report, allow_dropped=args.allow_dropped, check=args.check,
-                           storage=args.storage, bag_version=args.bag_version)
+                           storage=args.storage, bag_version=args.bag_version, jobs=args.jobs, cluster=args.cluster)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -103,12 +103,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
+    from state_observer.errors import StateObserverError
     from state_observer.sim import harness
 
     try:
         results = harness.evaluate(args.manoeuvre or None, seeds=tuple(args.seed or harness.SEEDS), cache_dir=Path(args.cache) if args.cache else None,
-                                   observers=tuple(args.observer or ("spi_reduced",)), jobs=args.jobs)
-    except ValueError as exc:
+                                   observers=tuple(args.observer or ("spi_reduced",)), jobs=args.jobs, cluster=args.cluster)
+    except (ValueError, StateObserverError) as exc:
         raise SystemExit(f"state-observer evaluate: {exc}") from None
     summary = harness.summarise(results)
     print(harness.format_table(summary))
@@ -275,8 +276,13 @@ def build_parser() -> argparse.ArgumentParser:
         "process", help="run the observer on a rosbag2 offline (the node's code path, as fast as possible)",
         description="Feed the sensor topics of BAG through the observer, as the observer node would, and write "
                     "OUT/bag (everything the node publishes), CSV files, summary.json and report.html.")
-    process.add_argument("bag", metavar="BAG", help="rosbag2 directory (sqlite3 or mcap)")
+    process.add_argument("bag", metavar="BAG", nargs="+",
+                         help="rosbag2 directory (sqlite3 or mcap), or a folder of them; several: a fleet, OUT/<bag name>/ "
+                              "each and OUT/fleet.csv across them")
     process.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    process.add_argument("--jobs", type=int, metavar="N", help="bags of a fleet processed at a time (default: one per core)")
+    process.add_argument("--cluster", metavar="ADDRESS",
+                         help="process a fleet on this Dask cluster (tcp://host:8786; every worker sees the same paths)")
     process.add_argument("--params", metavar="FILE", help="node parameters file (default: config/observer.yaml)")
     process.add_argument("--vehicle", metavar="FILE", help="vehicle YAML (overrides the parameter vehicle_file)")
     process.add_argument("--observer", metavar="NAME", help="observer configuration (spi_reduced, errorekf_fe_reduced, errorekf_detailed)")
@@ -351,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", action="append", type=_seed, metavar="N", help="mismatch and noise seed (repeatable; default: 0 1 2)")
     evaluate.add_argument("--observer", action="append", metavar="NAME", help="observer configuration (repeatable; default: spi_reduced)")
     evaluate.add_argument("--jobs", type=int, default=2, metavar="N", help="scenarios run in parallel (default: 2)")
+    evaluate.add_argument("--cluster", metavar="ADDRESS", help="run the scenarios on this Dask cluster (tcp://host:8786)")
     evaluate.add_argument("--cache", metavar="DIR", help="keep the simulated truths here and reuse them (for development)")
     evaluate.add_argument("--json", metavar="PATH", help="write the medians, the targets and every seed's metrics to PATH")
     evaluate.set_defaults(func=_evaluate)

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from .conventions import sideslip_rad, yaw_rad
+from .errors import StateObserverError
 from .estimation.online import OpenLoop, StreamLoss, stream_losses
 from .io.bag import BAG_VERSION, DEFAULT_STORAGE, BagWriter, IoError, bag_info, custom_data, read_messages
 from .io.convert import OUTPUT_TOPICS, SENSOR_MSGTYPES, TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC, tf_msg
@@ -412,18 +413,60 @@ def never_started(summary: dict, config: ObserverConfig) -> str:
             f"{config.settings.start_min_distance_m:g} m apart")
 
 
-def process_command(bag: str, out: str, params: str | None = None, vehicle: str | None = None, observer: str | None = None,
+def process_command(bags: list[str] | str, out: str, params: str | None = None, vehicle: str | None = None, observer: str | None = None,
                     force: bool = False, report: bool = True, allow_dropped: bool = False, check: bool = False,
-                    storage: str = DEFAULT_STORAGE, bag_version: int = BAG_VERSION) -> int:
+                    storage: str = DEFAULT_STORAGE, bag_version: int = BAG_VERSION, jobs: int | None = None,
+                    cluster: str | None = None) -> int:
     """CLI body: one line on bad input, a summary table otherwise; a warning line per stream more than half dropped,
     and exit 1 with one line per stream wholly dropped (the outputs stay) unless ``allow_dropped``.  ``check``: run
-    ``state-observer check`` first and stop if it fails."""
+    ``state-observer check`` first and stop if it fails.  Several bags, or a folder of them: a fleet
+    (:func:`process_fleet`, ``jobs`` local processes, default one per core, or the Dask ``cluster``)."""
+    overrides = {k: v for k, v in (("vehicle_file", vehicle), ("observer", observer)) if v}
+    bags = [bags] if isinstance(bags, (str, Path)) else list(bags)
+    try:
+        config = load_config(params, **overrides)
+        found = find_bags(bags)
+    except (IoError, ValueError, FileNotFoundError) as exc:
+        print(f"state-observer process: {exc}", file=sys.stderr)
+        return 1
+    if len(bags) > 1 or len(found) > 1 or found[0] != Path(bags[0]):
+        return _fleet_command(found, Path(out), config, jobs=jobs, cluster=cluster, overwrite=force, report=report,
+                              allow_dropped=allow_dropped, check=check, storage=storage, bag_version=bag_version)
+    return _single_command(found[0], out, config, force=force, report=report, allow_dropped=allow_dropped, check=check,
+                           storage=storage, bag_version=bag_version)
+
+
+def _fleet_command(bags: list[Path], out: Path, config: ObserverConfig, *, jobs: int | None, cluster: str | None, **options) -> int:
+    """A fleet from the command line: a line per bag as it finishes, the table, exit 1 if any bag failed."""
+    import os
+
+    jobs = jobs or os.cpu_count() or 1
+    where = f"on the Dask cluster {cluster}" if cluster else f"{min(jobs, len(bags))} at a time"
+    print(f"process: {len(bags)} bags into {out}, {where}", file=sys.stderr, flush=True)
+    finished = []
+
+    def done(row: dict) -> None:
+        finished.append(row)
+        print(f"process: [{len(finished)}/{len(bags)}] {Path(row['bag']).name}: {row['status']}", file=sys.stderr, flush=True)
+
+    try:
+        rows = process_fleet(bags, out, config, jobs=jobs, cluster=cluster, on_done=done, **options)
+    except (StateObserverError, OSError) as exc:
+        print(f"state-observer process: {exc}", file=sys.stderr)
+        return 1
+    print(format_fleet(rows))
+    failed = [r for r in rows if r["status"] != "ok"]
+    print(f"process: wrote {out / 'fleet.csv'}, {out / 'fleet.json'} and a folder per bag; {len(rows) - len(failed)} of {len(rows)} ok")
+    return 1 if failed else 0
+
+
+def _single_command(bag: Path, out: str, config: ObserverConfig, *, force: bool, report: bool, allow_dropped: bool, check: bool,
+                    storage: str, bag_version: int) -> int:
+    """One bag from the command line (:func:`process_command`)."""
     from .accel import AcceleratorUnavailable, BuildError
     from .progress import TimeProgress
 
-    overrides = {k: v for k, v in (("vehicle_file", vehicle), ("observer", observer)) if v}
     try:
-        config = load_config(params, **overrides)
         if check:
             from .io.check import check_bag
 
@@ -468,3 +511,107 @@ def process_command(bag: str, out: str, params: str | None = None, vehicle: str 
             print(f"state-observer process: {text} (outputs kept in {out}; --allow-dropped accepts this)", file=sys.stderr)
         return 1
     return 0
+
+
+# ----- fleets of bags (issue 17) --------------------------------------------------------------------------
+FLEET_COLUMNS = ("bag", "status", "duration_s", "real-time factor", "final mass kg", "final friction", "position_rmse_m",
+                 "yaw_rmse_deg", "sideslip_rmse_deg", "tire_force_nrmse_lat", "mass_error_pct", "friction_abs_error", "error")
+
+
+def find_bags(paths) -> list[Path]:
+    """The rosbag2 folders (with a metadata.yaml) among ``paths``: each path a bag, or a folder whose subfolders
+    are (sorted by name).  ``IoError`` naming a path that is neither, and two bags of the same name (their outputs
+    would collide)."""
+    bags: list[Path] = []
+    for path in map(Path, paths):
+        if (path / "metadata.yaml").is_file():
+            bags.append(path)
+            continue
+        inside = sorted(p for p in path.iterdir() if (p / "metadata.yaml").is_file()) if path.is_dir() else []
+        if not inside:
+            raise IoError(f"{path}: not a rosbag2 folder (no metadata.yaml) nor a folder of them")
+        bags += inside
+    names: dict[str, Path] = {}
+    for bag in bags:
+        if bag.name in names and names[bag.name].resolve() != bag.resolve():
+            raise IoError(f"two bags named {bag.name} ({names[bag.name]}, {bag}): their outputs would collide; rename one")
+        names[bag.name] = bag
+    return list({bag.resolve(): bag for bag in bags}.values())
+
+
+def process_one(bag: Path, out_dir: Path, config: ObserverConfig, overwrite: bool, report: bool, allow_dropped: bool,
+                check: bool, storage: str, bag_version: int) -> dict:
+    """One bag of a fleet, quietly: its row of the fleet table (:data:`FLEET_COLUMNS`) and its summary.  A failure
+    is the row's status and error, never an exception: the other bags go on.  ``check``: `state-observer check`
+    first; a bag it fails is not processed (unless ``allow_dropped``)."""
+    row: dict = {"bag": str(bag)}
+    try:
+        if check:
+            from .io.check import check_bag
+
+            result = check_bag(bag, config)
+            if not result.ok and not allow_dropped:
+                return {"row": {**row, "status": "failed", "error": f"the check failed ({result.verdict}); not processed"}, "summary": None}
+        summary = process_bag(bag, out_dir, config, overwrite=overwrite, report=report, storage=storage, bag_version=bag_version)
+    except Exception as exc:  # noqa: BLE001  (a fleet outlives one bag's fault; the error names it)
+        message = str(exc) if isinstance(exc, (StateObserverError, OSError)) else f"{type(exc).__name__}: {exc}"
+        return {"row": {**row, "status": "failed", "error": message}, "summary": None}
+    warnings, errors = dropped_lines(summary)
+    if "started at" not in summary["observer"]["events"]:
+        status, error = "failed", f"the observer never started: {never_started(summary, config)}"
+    elif errors and not allow_dropped:
+        status, error = "failed", "; ".join(errors)
+    else:
+        status, error = "ok", "; ".join(warnings + errors)
+    row.update({"status": status, "error": error, "duration_s": summary["input"]["duration_s"],
+                "real-time factor": summary["timing"]["real-time factor"]},
+               **{k: summary["observer"][k] for k in ("final mass kg", "final friction")},
+               **{k: v for k, v in summary.get("accuracy against truth", {}).items() if k in FLEET_COLUMNS})
+    return {"row": row, "summary": summary}
+
+
+def process_fleet(bags: list[Path], out: Path, config: ObserverConfig, *, jobs: int = 1, cluster: str | None = None,
+                  overwrite: bool = False, report: bool = True, allow_dropped: bool = False, check: bool = False,
+                  storage: str = DEFAULT_STORAGE, bag_version: int = BAG_VERSION, on_done=None) -> list[dict]:
+    """Every bag into ``out/<bag name>/`` (as :func:`process_bag`), ``jobs`` at a time or on the Dask ``cluster``
+    (:func:`state_observer.batch.run_all`); then ``out/fleet.csv`` and ``out/fleet.json``, a row per bag in the
+    given order.  ``on_done(row)`` as each bag finishes.  Returns the rows."""
+    from .batch import run_all
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or (not overwrite and any(out.iterdir()))):
+        raise IoError(f"{out}: exists and is not an empty folder; not overwriting it (use --force)" if out.is_dir()
+                      else f"{out}: exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    items = [(bag, out / bag.name, config, overwrite, report, allow_dropped, check, storage, bag_version) for bag in bags]
+    results = run_all(process_one, items, jobs=jobs, cluster=cluster,
+                      on_done=None if on_done is None else lambda i, result: on_done(result["row"]))
+    rows = [r["row"] for r in results]
+    _write_fleet_table(out, rows)
+    return rows
+
+
+def _write_fleet_table(out: Path, rows: list[dict]) -> None:
+    import csv
+
+    with (out / "fleet.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, FLEET_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    (out / "fleet.json").write_text(json.dumps(rows, indent=2) + "\n")
+
+
+def format_fleet(rows: list[dict]) -> str:
+    """The fleet table as text: a line per bag (status, duration, real-time factor, final mass and friction, and
+    position and sideslip RMSE where the bag had truth), failures with their error below."""
+    lines = [f"{'bag':<28} {'status':<7} {'s':>7} {'x RT':>6} {'mass kg':>8} {'mu':>5} {'pos m':>6} {'beta deg':>8}"]
+    for r in rows:
+        def cell(key, fmt, width):
+            value = r.get(key)
+            return f"{value:{width}{fmt}}" if isinstance(value, (int, float)) else f"{'-':>{width}}"
+
+        lines.append(f"{Path(r['bag']).name[:28]:<28} {r['status']:<7} {cell('duration_s', '.1f', 7)} {cell('real-time factor', '.1f', 6)} "
+                     f"{cell('final mass kg', '.0f', 8)} {cell('final friction', '.2f', 5)} {cell('position_rmse_m', '.2f', 6)} "
+                     f"{cell('sideslip_rmse_deg', '.2f', 8)}")
+    lines += [f"{Path(r['bag']).name}: {r['error']}" for r in rows if r.get("error")]
+    return "\n".join(lines)

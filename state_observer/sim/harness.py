@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..sensors.samples import GnssFix, ImuSample
+from ..sensors.samples import GnssFix
 from . import mismatch as mm
 from .evaluate import error_metrics, sideslip
 from .manoeuvres import Manoeuvre, Path as RoadPath, sine_with_dwell, step_steer
@@ -322,26 +322,24 @@ def evaluate_scenario(manoeuvre: str, seed: int, cache_dir: Path | None = None, 
 
 
 # ----- all scenarios ------------------------------------------------------------------------------------
-def evaluate(manoeuvres=None, seeds=SEEDS, cache_dir: Path | None = None, observers=("spi_reduced",), jobs: int = 1, progress=print) -> dict:
-    """{manoeuvre: {seed: {configuration: metrics}}} over every manoeuvre and seed, ``jobs`` processes at a time."""
+def evaluate(manoeuvres=None, seeds=SEEDS, cache_dir: Path | None = None, observers=("spi_reduced",), jobs: int = 1,
+             cluster: str | None = None, progress=print) -> dict:
+    """{manoeuvre: {seed: {configuration: metrics}}} over every manoeuvre and seed, ``jobs`` processes at a time or
+    on the Dask ``cluster`` (:func:`state_observer.batch.run_all`)."""
+    from ..batch import run_all
+
     names = list(manoeuvres or MANOEUVRES)
     for name in names:
         if name not in MANOEUVRES:
             raise ValueError(f"unknown manoeuvre '{name}', choose from {', '.join(MANOEUVRES)}")
     work = [(name, seed) for name in names for seed in seeds]
+    parallel = cluster or (jobs > 1 and len(work) > 1)
+    say = _quiet if parallel else progress
+    runs = run_all(evaluate_scenario, [(name, seed, cache_dir, observers, say) for name, seed in work], jobs=jobs, cluster=cluster,
+                   on_done=(lambda i, _: progress(f"evaluate: {work[i][0]} seed {work[i][1]}: done")) if parallel else None)
     results: dict = {name: {} for name in names}
-    if jobs <= 1:
-        for name, seed in work:
-            results[name][seed] = evaluate_scenario(name, seed, cache_dir, observers, progress)
-        return results
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(evaluate_scenario, name, seed, cache_dir, observers, _quiet): (name, seed) for name, seed in work}
-        for future in futures:
-            name, seed = futures[future]
-            results[name][seed] = future.result()
-            progress(f"evaluate: {name} seed {seed}: done")
+    for (name, seed), metrics in zip(work, runs):
+        results[name][seed] = metrics
     return results
 
 
