@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from array import array
 import math
 import shutil
 import sys
@@ -95,17 +96,17 @@ def _sideslip_sigma(v_body, twist_covariance) -> float:
     return math.sqrt(max(vy * vy * C[0, 0] - 2 * vx * vy * C[0, 1] + vx * vx * C[1, 1], 0.0)) / s2
 
 
-def truth_rows(bag: Path, t0_ns: int, at_s=None) -> dict | None:
+def truth_rows(bag: Path, t0_ns: int, at_s=None, spool: Path | None = None) -> dict | None:
     """Report columns of the simulator's ``/truth/...`` topics, or None without them: every 20 ms, or with
     ``at_s`` (s after ``t0_ns``, sorted) the first truth stamped at or after each of those instants (the estimate's
-    times: truth and estimate on the same samples)."""
+    times: truth and estimate on the same samples).  ``spool``: the rows go through that file (:class:`RowSpool`)."""
     topics = TRUTH_TOPICS
     wanted = None if at_s is None else t0_ns + np.round(np.asarray(at_s, dtype=float) * 1e9).astype(np.int64)
     k = 0
     if not all(t in bag_info(bag).topics for t in topics):
         return None
     latest: dict[str, object] = {}
-    rows = []
+    rows = RowSpool(spool, ROW_COLUMNS) if spool is not None else []
     next_ns = None
     for topic, _, msg in read_messages(bag, topics):
         latest[topic] = msg
@@ -128,12 +129,48 @@ def truth_rows(bag: Path, t0_ns: int, at_s=None) -> dict | None:
         rows.append(_row((stamp - t0_ns) * 1e-9, (pose.position.x, pose.position.y, pose.position.z),
                          (pose.orientation.w, pose.orientation.x, pose.orientation.y, pose.orientation.z),
                          (twist.linear.x, twist.linear.y), twist.angular.z, forces, par.mass_kg, par.friction_coefficient))
-    return _columns(rows, ROW_COLUMNS) if rows else None
+    if not len(rows):
+        return None
+    return rows.columns() if isinstance(rows, RowSpool) else _columns(rows, ROW_COLUMNS)
 
 
 def _columns(rows: list, names: list) -> dict:
     data = np.asarray(rows, dtype=float).reshape(-1, len(names))
     return {name: data[:, i] for i, name in enumerate(names)}
+
+
+class RowSpool:
+    """Rows of floats written to ``path`` as they come, so that memory stays flat however long the bag (issue 17:
+    lists of rows grew by ~0.3 MiB per second of bag); :meth:`columns` maps the file back, an array per column."""
+
+    CHUNK_VALUES = 1 << 16
+
+    def __init__(self, path: Path, names: list[str]):
+        self.path, self.names, self.n = path, list(names), 0
+        self._buffer = array("d")
+        self._file = path.open("wb")
+
+    def __len__(self) -> int:
+        return self.n
+
+    def append(self, row) -> None:
+        self._buffer.extend(row)
+        self.n += 1
+        if len(self._buffer) >= self.CHUNK_VALUES:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._buffer.tofile(self._file)
+        del self._buffer[:]
+
+    def columns(self) -> dict:
+        """{name: (n,) array}, read-only views of the file (the spool takes no more rows)."""
+        if not self._file.closed:
+            self._flush()
+            self._file.close()
+        shape = (self.n, len(self.names))
+        data = np.memmap(self.path, dtype=np.float64, mode="r", shape=shape) if self.n else np.zeros(shape)
+        return {name: data[:, i] for i, name in enumerate(self.names)}
 
 
 def _arrays(columns: dict, rows) -> dict:
@@ -282,14 +319,17 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
     observer.record_gnss = True
     build_s = time.perf_counter() - build_start
     duration_s, first_ns = info.duration_s, info.start_ns
-    rows, innovations = [], []
+    spools = out_dir / "spool"  # rows on disk while the bag runs, removed at the end
+    spools.mkdir()
+    rows = RowSpool(spools / "estimate", ESTIMATE_COLUMNS)
+    innovations = RowSpool(spools / "innovations", ["t_s", "sensor_index", "nis", "accepted"])
     stats = observer.filter.stats  # per sensor; the filter keeps this dict for its lifetime
     sensor_names = list(stats)
     seen = {name: 0 for name in sensor_names}
     checked_t_ns = None
     next_row_ns = next_diag_ns = None
     rows_with_tire_forces = 20.0 <= config.rates["tire_forces"] <= 100.0  # then a row with each (the same estimate)
-    open_loop_rows: list = []  # the report's baseline: the observer's model without corrections (bags with truth)
+    open_loop_rows = RowSpool(spools / "open_loop", ROW_COLUMNS)  # the report's baseline: the observer's model without corrections (bags with truth)
     open_loop = (OpenLoop(observer, lambda t_ns, x: open_loop_rows.append(_state_row(t_ns, x, first_ns)), REPORT_PERIOD_NS)
                  if report and all(t in info.topics for t in TRUTH_TOPICS) else None)  # not in bench timings
     n_in = 0
@@ -338,15 +378,16 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
                 writer.write_raw(OUTPUT_TOPICS[out.kind], out.msgtype, out.cdr(pipeline.store), log_ns)
         counts = writer.counts
     wall_s = time.perf_counter() - start
-    estimate = _columns(rows, ESTIMATE_COLUMNS)
+    estimate = rows.columns()
     gnss = _columns([[(t - first_ns) * 1e-9, x, y, float(a)] for t, x, y, a in observer.gnss_log], ["t_s", "x_m", "y_m", "accepted"])
-    innov = _columns(innovations, ["t_s", "sensor_index", "nis", "accepted"])
+    innov = dict(innovations.columns())
     used = [i for i, n in enumerate(sensor_names) if stats[n].dof]  # sensors that had updates
-    index = {old: new for new, old in enumerate(used)}
-    innov["sensor_index"] = np.array([index[int(i)] for i in innov["sensor_index"]], dtype=float)
+    renumber = np.full(len(sensor_names), -1.0)
+    renumber[used] = np.arange(len(used))
+    innov["sensor_index"] = renumber[innov["sensor_index"].astype(int)]
     innov["sensor_names"] = [sensor_names[i] for i in used]
     innov["dof"] = [int(stats[sensor_names[i]].dof) for i in used]
-    truth = truth_rows(bag, first_ns, estimate["t_s"])
+    truth = truth_rows(bag, first_ns, estimate["t_s"], spool=spools / "truth")
     summary = {
         "output folder": str(final_dir),
         "input": {"bag": str(bag), "duration_s": round(duration_s, 3), "sensor messages": n_in,
@@ -365,7 +406,7 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
     summary["evaluation window"] = {"from_s": skip, "to_s": round(t_end, 3), "settling_s": skip_s}
     if truth is not None and len(estimate["t_s"]):
         summary["accuracy against truth"] = accuracy(estimate, truth, skip)
-        ol = _columns(open_loop_rows, ROW_COLUMNS) if open_loop is not None and open_loop_rows else None
+        ol = open_loop_rows.columns() if open_loop is not None and len(open_loop_rows) else None
         summary["baselines against truth"] = base = baselines(estimate, truth, gnss, ol, observer.mounts.gnss_position_m, skip)
         if ol is not None and "open loop" in base:
             base["open loop"].update({"model mass kg": float(ol["mass_kg"][0]), "model friction": float(ol["friction"][0]),
@@ -383,6 +424,7 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
         summary["timing"]["report s"] = round(time.perf_counter() - report_start, 3)  # returned and printed only
     else:
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    shutil.rmtree(spools)
     return summary
 
 

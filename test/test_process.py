@@ -105,3 +105,26 @@ def test_a_version_8_bag_for_humble_readers(short_bag, tmp_path):
     assert info["version"] == 8 and info["storage_identifier"] == "mcap"
     assert all(isinstance(t["topic_metadata"]["offered_qos_profiles"], str) for t in info["topics_with_message_count"])
     assert bag_info(out / "bag").topics["/state_observer/odometry"][1] > 500
+
+
+def test_rows_spooled_to_disk_come_back_as_columns(tmp_path, monkeypatch):
+    import numpy as np
+
+    from state_observer.process import RowSpool
+
+    monkeypatch.setattr(RowSpool, "CHUNK_VALUES", 7)  # many flushes, one mid-row
+    rows = np.random.default_rng(0).normal(size=(1001, 3))
+    spool = RowSpool(tmp_path / "rows", ["a", "b", "c"])
+    for row in rows:
+        spool.append(row.tolist())
+    columns = spool.columns()
+    assert len(spool) == 1001 and (tmp_path / "rows").stat().st_size == rows.nbytes
+    assert all(np.array_equal(columns[name], rows[:, i]) for i, name in enumerate("abc"))
+    assert RowSpool(tmp_path / "none", ["a"]).columns()["a"].shape == (0,)
+
+
+def test_a_run_leaves_no_spool_behind(short_bag, tmp_path):
+    from state_observer.process import process_bag
+
+    process_bag(short_bag, tmp_path / "run", report=False)
+    assert not (tmp_path / "run" / "spool").exists() and (tmp_path / "run" / "summary.json").is_file()
