@@ -708,10 +708,11 @@ class VehicleErrorEKF(SensorBookkeeping):
         each part was applied (False for a part with no axis)."""
         s = self.settings
         gyro, accel = np.asarray(angular_velocity_rad_s, float), np.asarray(linear_acceleration_m_s2, float)
-        gyro_var = np.broadcast_to(np.square(np.asarray(gyro_sigma, float)) + s.gyro_model_sigma**2, (3,))
-        accel_var = np.broadcast_to(np.square(np.asarray(accel_sigma, float)) + self._accelerometer_model_sigma() ** 2, (3,))
+        gyro_var = _per_axis(np.square(np.asarray(gyro_sigma, float)) + s.gyro_model_sigma**2)
+        accel_var = _per_axis(np.square(np.asarray(accel_sigma, float)) + self._accelerometer_model_sigma() ** 2)
         gyro_stats, accel_stats = self.stats["gyroscope"], self.stats["accelerometer"]
-        complete = np.all(np.isfinite(gyro) & np.isfinite(gyro_var)) and np.all(np.isfinite(accel) & np.isfinite(accel_var))
+        # every axis and variance finite (a NaN or an infinity makes the sum so; physical values cannot overflow it)
+        complete = math.isfinite(float(gyro.sum() + gyro_var.sum() + accel.sum() + accel_var.sum()))
         if complete and self._compiled_sensors and max(gyro_stats.consecutive_rejections, accel_stats.consecutive_rejections) < s.relock_after:
             use_gyro, use_accel = "gyroscope" in s.enabled_sensors, "accelerometer" in s.enabled_sensors
             q, qd, qdd = self._state()
@@ -826,14 +827,12 @@ class VehicleErrorEKF(SensorBookkeeping):
         fz = np.maximum(out[:, 2], 0.0)
         if fz.sum() <= 0.0:
             return out
-        left = np.array([-s, c, 0.0])
+        geo = v._geo
         for wheel in range(4):
-            pair = slice(0, 2) if wheel < 2 else slice(2, 4)
-            share_axle = fz[wheel] / fz[pair].sum() if fz[pair].sum() > 0.0 else 0.5
-            force = (axle_force[wheel // 2] * share_axle) * left
-            ex, ey = v._geo[wheel, 0:3], v._geo[wheel, 3:6]
-            out[wheel, 0] += force @ ex
-            out[wheel, 1] += force @ ey
+            axle_fz = fz[wheel & 2] + fz[(wheel & 2) + 1]
+            force = axle_force[wheel // 2] * (fz[wheel] / axle_fz if axle_fz > 0.0 else 0.5)  # along the car's left (-s, c, 0)
+            out[wheel, 0] += force * (c * geo[wheel, 1] - s * geo[wheel, 0])  # on the tire's forward axis
+            out[wheel, 1] += force * (c * geo[wheel, 4] - s * geo[wheel, 3])  # on its lateral axis
         return out
 
     # ----- feedback -----------------------------------------------------------------------------------
@@ -1047,3 +1046,8 @@ def detailed_settings() -> ErrorEkfSettings:
         initial_position_sigma=np.array([1.0, 1.0, 0.01, 0.005, 0.005, 0.005] + [0.005] * 4 + [0.1] * 4),
         initial_velocity_sigma=np.array([0.1, 0.1, 0.02, 0.01, 0.01, 0.01] + [0.02] * 4 + [0.5] * 4),
     )
+
+
+def _per_axis(value: np.ndarray) -> np.ndarray:
+    """A (3,) array of a scalar or (3,) value (np.broadcast_to, whose cost shows at 200 Hz, only when needed)."""
+    return value if value.shape == (3,) else np.array(np.broadcast_to(value, (3,)))

@@ -326,6 +326,10 @@ class SampleScreen:
                 count[f"dropped: frame {sample.frame_id[:64]!r} is not the vehicle's IMU frame {self.imu_frame_id!r}"] += 1
                 return None
             lim = self.limits
+            if _within(gyro, lim.gyro_rad_s) and _within(accel, lim.accel_m_s2):  # the common case, without the checks below
+                return sample._replace(angular_velocity_rad_s=gyro, linear_acceleration_m_s2=accel,
+                                       angular_velocity_sigma=self._sigma(sample.angular_velocity_sigma, s.gyro_sigma_rad_s, count, "gyro"),
+                                       linear_acceleration_sigma=self._sigma(sample.linear_acceleration_sigma, s.accel_sigma_m_s2, count, "accel"))
             if np.any(np.abs(gyro[np.isfinite(gyro)]) > lim.gyro_rad_s):
                 count[f"gyro beyond {lim.gyro_rad_s:.1f} rad/s (not used)"] += 1
                 gyro = np.full(3, np.nan)
@@ -397,13 +401,25 @@ class SampleScreen:
 
     def _sigma(self, message_sigma, configured: float, count: Counter, what: str) -> np.ndarray:
         """Per-axis 1-sigma (3,): the message's where it gives a usable one, else the configured (counted)."""
-        message = np.broadcast_to(np.asarray(message_sigma, dtype=float), (3,))
-        usable = np.isfinite(message) & (message > 0.0)
-        if self.settings.use_message_covariance and usable.all():
-            return message.copy()
-        if self.settings.use_message_covariance:
+        try:
+            axes = tuple(float(v) for v in message_sigma)  # per axis (three plain floats: cheaper than NumPy here)
+        except TypeError:
+            axes = (float(message_sigma),) * 3  # one for all axes
+        if len(axes) != 3:
+            axes = tuple(np.broadcast_to(np.asarray(axes, dtype=float), (3,)))  # one in a sequence: for all axes
+        use = self.settings.use_message_covariance
+        usable = [v > 0.0 and math.isfinite(v) for v in axes]
+        if use and all(usable):
+            return np.array(axes)
+        if use:
             count[f"{what} covariance replaced by the configured sigma"] += 1
-        return np.where(usable & self.settings.use_message_covariance, message, configured)
+        return np.array([v if ok and use else configured for v, ok in zip(axes, usable)])
+
+
+def _within(values: np.ndarray, limit: float) -> bool:
+    """All of the three ``values`` finite and within +-``limit`` (plain floats: cheaper than NumPy on three)."""
+    a, b, c = values
+    return abs(a) <= limit and abs(b) <= limit and abs(c) <= limit  # NaN compares False
 
 
 class StreamLoss(NamedTuple):

@@ -154,7 +154,6 @@ class VehicleSPI(VehicleErrorEKF):
         forces = self.tire_forces()  # (4, 3) tire frames, with the force correction
         geo = v._geo
         fz = np.maximum(forces[:, 2], 0.0)
-        heading = np.array([c, s, 0.0])
         # mass: the torque balance along the heading
         if self.torques_known:
             drive, brake = v.drive_torque_n_m, v.brake_torque_n_m
@@ -162,8 +161,8 @@ class VehicleSPI(VehicleErrorEKF):
             torque = drive - brake * np.tanh(spin / np.maximum(v.body[kern.B_BRAKE_EPS : kern.B_BRAKE_EPS + 4], 1e-6))
             inertia = v.body[kern.B_SPIN_I : kern.B_SPIN_I + 4]
             fx_torque = (torque - inertia * qdd[10:14]) / np.maximum(geo[:, 13], 0.05)  # the contact force's arm is the loaded radius
-            lateral = sum(forces[i, 1] * (geo[i, 3:6] @ heading) for i in range(4))
-            along = sum(fx_torque[i] * (geo[i, 0:3] @ heading) for i in range(4)) + lateral
+            lateral = float(forces[:, 1] @ (c * geo[:, 3] + s * geo[:, 4]))  # the tires' lateral axes along the heading
+            along = float(fx_torque @ (c * geo[:, 0] + s * geo[:, 1])) + lateral
             drag = v.body[kern.B_AERO_COEF] * speed * abs(speed)
             yaw_rate = qd[5]
             # along the heading the centre of mass accelerates by the speed change plus a turning part
@@ -176,13 +175,14 @@ class VehicleSPI(VehicleErrorEKF):
         out = v._tire_out
         if loaded.any():
             w.add_axles(forces, v.tire_rows[:, 5], out[5], speed, qdd[5])
-            model_fy = out[1]
             # cornering stiffness: published over model lateral force per axle, in the linear range
-            for a, pair in enumerate((slice(0, 2), slice(2, 4))):
-                axle_u = abs(forces[pair, 1].sum()) / max(self.mu * fz[pair].sum(), 1.0)  # of the friction the road offers
-                if sp.cornering_utilisation[0] < axle_u < sp.cornering_utilisation[1] and abs(model_fy[pair].sum()) > 1.0:
+            fy_axle, fz_axle, model_fy_axle = (x.reshape(2, 2).sum(axis=1) for x in (forces[:, 1], fz, out[1]))
+            low, high = sp.cornering_utilisation
+            for a in (0, 1):
+                axle_u = abs(fy_axle[a]) / max(self.mu * fz_axle[a], 1.0)  # of the friction the road offers
+                if low < axle_u < high and abs(model_fy_axle[a]) > 1.0:
                     # the model's force is at the model's own scale: the ratio times that scale observes the stiffness
-                    w.add_cornering(a, forces[pair, 1].sum() / model_fy[pair].sum() * v.tire_scales[a] / max(self.cornering[a], 1e-6))
+                    w.add_cornering(a, fy_axle[a] / model_fy_axle[a] * v.tire_scales[a] / max(self.cornering[a], 1e-6))
 
     def _update_parameters(self) -> None:
         """One update of every estimator from the window's averages (module docstring)."""
@@ -366,9 +366,8 @@ class _Window:
         """The published forces (4, 3) summed; per axle the mean cornering stiffness per load and slip angle."""
         self.fx += forces[:, 0].sum()
         self.fy += forces[:, 1].sum()
-        for a, pair in enumerate((slice(0, 2), slice(2, 4))):
-            self.axle_k[a] += k[pair].mean()
-            self.axle_alpha[a] += alpha[pair].mean()
+        self.axle_k += k.reshape(2, 2).mean(axis=1)
+        self.axle_alpha += alpha.reshape(2, 2).mean(axis=1)
         self.speed += speed
         self.yaw_acceleration += yaw_acceleration
         self.axle_n += 1
