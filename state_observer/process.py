@@ -275,20 +275,26 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     return summary
 
 
+WHEEL_FRAMES = tuple(f"wheel_{w}_link" for w in WHEELS)
+
+
 class _TfWriter:
     """/tf (odom -> base_link at every odometry message) and /tf_static (base_link -> the IMU and the GNSS antenna, from
-    the vehicle file, once) into the output bag, so that RViz and Foxglove can follow the car in it (issue 16)."""
+    the vehicle file, and the four wheel centres, :data:`WHEEL_FRAMES`, where the model has them when it starts, once)
+    into the output bag, so that RViz and Foxglove can follow the car in it (issue 16)."""
 
-    def __init__(self, observer, config: ObserverConfig, store):
+    def __init__(self, observer, config: ObserverConfig, store, wheel_radius_m: float):
         self.observer, self.store, self.static_written = observer, store, False
-        self.odom, self.base = config.odom_frame, config.base_frame
+        self.odom, self.base, self.wheel_radius_m = config.odom_frame, config.base_frame, wheel_radius_m
 
     def write_static(self, writer, log_ns: int) -> None:
         from .vehicle.detailed import quaternion_from_matrix
 
-        m = self.observer.mounts
+        m, identity = self.observer.mounts, (1.0, 0.0, 0.0, 0.0)
+        contacts = np.asarray(self.observer.estimate().state.contact_point_base_m, float)
+        wheels = [(log_ns, self.base, frame, contacts[i] + (0.0, 0.0, self.wheel_radius_m), identity) for i, frame in enumerate(WHEEL_FRAMES)]
         msg = tf_msg([(log_ns, self.base, m.imu_frame_id, m.imu_position_m, quaternion_from_matrix(np.asarray(m.imu_rotation, float))),
-                      (log_ns, self.base, m.gnss_frame_id, m.gnss_position_m, (1.0, 0.0, 0.0, 0.0))], self.store)
+                      (log_ns, self.base, m.gnss_frame_id, m.gnss_position_m, identity), *wheels], self.store)
         writer.write_raw(TF_STATIC_TOPIC, TF_MESSAGE, self.store.serialize_cdr(msg, TF_MESSAGE), log_ns)
         self.static_written = True
 
@@ -333,7 +339,7 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
     open_loop = (OpenLoop(observer, lambda t_ns, x: open_loop_rows.append(_state_row(t_ns, x, first_ns)), REPORT_PERIOD_NS)
                  if report and all(t in info.topics for t in TRUTH_TOPICS) else None)  # not in bench timings
     n_in = 0
-    tf = _TfWriter(observer, config, pipeline.store) if config.publish_tf else None
+    tf = _TfWriter(observer, config, pipeline.store, pipeline.wheel_radius_m) if config.publish_tf else None
     start = time.perf_counter()
     with BagWriter(out_dir / "bag", overwrite=True, storage=storage, version=bag_version, custom_data={"source": str(bag), "tool": "state-observer process"}) as writer:
         kinds = {topic: kind for kind, topic in wanted.items()}

@@ -40,7 +40,12 @@ def test_process_writes_bag_csv_report_and_accuracy(short_bag, tmp_path):
     from state_observer.io.bag import read_messages
 
     [(_, _, static)] = list(read_messages(out / "bag", ["/tf_static"]))
-    assert {(t.header.frame_id, t.child_frame_id) for t in static.transforms} == {("base_link", "imu_link"), ("base_link", "gnss_link")}
+    wheels = [f"wheel_{w}_link" for w in ("fl", "fr", "rl", "rr")]
+    assert {(t.header.frame_id, t.child_frame_id) for t in static.transforms} == {("base_link", c) for c in ["imu_link", "gnss_link", *wheels]}
+    at = {t.child_frame_id: t.transform.translation for t in static.transforms}
+    fl, fr, rl, rr = (at[w] for w in wheels)  # base_link: on the ground below the rear axle's centre (REP-105 axes)
+    assert 2.0 < fl.x == pytest.approx(fr.x, abs=0.05) and abs(rl.x) < 0.1 and abs(rr.x) < 0.1
+    assert fl.y > 0.5 and fr.y < -0.5 and rl.y > 0.5 and rr.y < -0.5 and all(0.2 < w.z < 0.5 for w in (fl, fr, rl, rr))
     odometry = [m for _, _, m in read_messages(out / "bag", ["/state_observer/odometry"])][-1]
     tf = [m for _, _, m in read_messages(out / "bag", ["/tf"])][-1].transforms[0]
     assert (tf.header.frame_id, tf.child_frame_id) == ("odom", "base_link") and tf.header.stamp == odometry.header.stamp
@@ -128,3 +133,24 @@ def test_a_run_leaves_no_spool_behind(short_bag, tmp_path):
 
     process_bag(short_bag, tmp_path / "run", report=False)
     assert not (tmp_path / "run" / "spool").exists() and (tmp_path / "run" / "summary.json").is_file()
+
+
+def test_bags_decode_with_the_mcap_projects_own_ros2_reader(short_bag, tmp_path):
+    """Issue 16: what we write opens with mcap-ros2-support (Foxglove's reader: schemas from the bag, no ROS install),
+    every message of every topic, the simulated input and the processed output."""
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    from state_observer.io.bag import bag_info
+    from state_observer.process import process_bag
+
+    process_bag(short_bag, tmp_path / "run", report=False)
+    for bag in (short_bag, tmp_path / "run" / "bag"):
+        (path,) = bag.glob("*.mcap")
+        decoded = {}
+        with path.open("rb") as f:
+            for _, channel, _, message in make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages():
+                decoded[channel.topic] = decoded.get(channel.topic, 0) + 1
+                assert message is not None
+        assert decoded == {topic: count for topic, (_, count) in bag_info(bag).topics.items() if count}, bag
+    assert decoded["/tf"] == decoded["/state_observer/odometry"] > 0 and decoded["/tf_static"] == 1
