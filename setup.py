@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 INSTALL_REQUIRES = ["numpy", "scipy", "numba", "pyyaml", "rosbags", "transforms3d", "matplotlib", "tqdm"]
 # optional: `state-observer foxglove` and fleets on a Dask cluster (`process --cluster`, `evaluate --cluster`);
 # neither has a rosdep key, so they are not in package.xml
-EXTRAS_REQUIRE = {"foxglove": ["foxglove-sdk"], "cluster": ["dask[distributed]"]}
+EXTRAS_REQUIRE = {"foxglove": ["foxglove-sdk"], "cluster": ["distributed"]}
 
 
 # Node executables (state_observer/ros/<node>.py, also installed by CMakeLists.txt).

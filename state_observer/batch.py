@@ -47,7 +47,7 @@ def _on_cluster(function: Callable, items: list, address: str, done: Callable[[i
     try:
         from distributed import Client, as_completed as finished
     except ImportError as exc:
-        raise StateObserverError(f"--cluster {address}: needs Dask's distributed ({exc}); pip install 'dask[distributed]' "
+        raise StateObserverError(f"--cluster {address}: needs Dask's distributed ({exc}); pip install distributed "
                                  "(the setup.py extra 'cluster')") from None
     try:
         client = Client(address, timeout=CONNECT_TIMEOUT_S)

@@ -32,7 +32,7 @@ PYTHON_MODULE_KEYS = {
 # Optional Python modules with no rosdep key (rosdistro's python.yaml has none): not in package.xml, but a setup.py
 # extra (module -> pip distribution) and in scripts/requirements.txt, so the bootstrap installs them. On a ROS 2 install,
 # `pip install foxglove-sdk` adds `state-observer foxglove`; the live node's topics go through the ROS package foxglove_bridge.
-OPTIONAL_PIP_ONLY = {"foxglove": "foxglove-sdk"}
+OPTIONAL_PIP_ONLY = {"foxglove": "foxglove-sdk", "distributed": "distributed"}  # distributed: Dask's cluster client
 # ROS packages of real installs only (no PyPI wheels, ARCHITECTURE.md 2): the launch files, RViz and the
 # node's optional TF broadcast need them; checked only where a ROS 2 distribution is sourced.
 INSTALL_ONLY = {"launch", "launch_ros", "rviz2", "tf2_ros"}

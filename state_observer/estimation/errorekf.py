@@ -95,7 +95,7 @@ class ErrorEkfSettings:
     gyro_model_sigma: float = 0.0
     accelerometer_model_sigma: float = 0.1
     accelerometer_model_relative: float = 0.0  # plus this share of the model's horizontal acceleration (m/s^2 per m/s^2)
-    wheel_rate_model_sigma: float = 0.005  # times the spin rate
+    wheel_rate_model_sigma: float = 0.02  # times the spin rate: a real tire's effective rolling radius is known to 1-2 %
     # what the published uncertainties add to the covariance, which knows only the modelled errors: the tire model's share of
     # the sideslip (a share of the sideslip, and a floor, rad) and of the tire forces (a share of each force)
     sideslip_model_relative: float = 0.25
