@@ -368,7 +368,7 @@ def generate(numbers: CarNumbers, template: VehicleDescription | None = None,
     notes["rear_suspension"] = "given" if n.rear_suspension else "template's"
 
     # --- tire size, loads, wheel centres
-    tpl_fl, tpl_rl = template.corner("fl"), template.corner("rl")
+    tpl_fl = template.corner("fl")
     r0_tpl = tpl_fl.wheel.unloaded_radius_m
     width_tpl = template_tire_width_m
     if n.tire_size is not None:
