@@ -14,7 +14,7 @@ def test_quick_bench_merges_named_numbers(tmp_path, capsys):
     assert bench.main(["--quick", "--json", str(path)]) == 0
     figures = json.loads(path.read_text())
     assert figures["from_another_issue"] == 3.5
-    for key in ("fourbar_ali3p_rtf_5ms", "fivebar_ali3p_rtf_5ms"):
+    for key in ("fourbar_ali3p_rtf_5ms", "fivebar_ali3p_rtf_5ms", "process_rtf", "process_whole_rtf", "batch_speedup_2_workers"):
         assert isinstance(figures[key], float) and figures[key] > 0
     assert all(isinstance(v, (int, float)) for v in figures.values())
     assert "fourbar_ali3p_rtf_5ms" in capsys.readouterr().out
