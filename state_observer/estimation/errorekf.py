@@ -116,8 +116,8 @@ class ErrorEkfSettings:
                                                        "rear_lateral": 5.0, "roll": 20.0, "pitch": 20.0})  # per sqrt(s)
     # Plus, near the friction limit, this share per sqrt(s) of the tire forces the error acts beside (all four tires'
     # longitudinal or lateral force, an axle's lateral force, the lateral forces' yaw moment about base_link) times the
-    # square of the tires' utilisation |F| / (mu F_z) above the knee, scaled to 1 at full utilisation: the linearised
-    # characteristic is furthest from a real tire's, which saturates gradually, in the upper half of the friction.
+    # square of the tires' utilisation |F| / (mu F_z) above the knee, scaled to 1 at full utilisation: any model
+    # characteristic is furthest from the real tire's shape in the upper half of the friction, where it bends over.
     force_walk_saturation: float = 0.25
     force_walk_saturation_knee: float = 0.5
     # Plus this share of the change of those tire forces (per re-linearisation, as a walk): a model's force error moves
