@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from array import array
 import math
 import shutil
 import sys
 import time
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -96,17 +96,17 @@ def _sideslip_sigma(v_body, twist_covariance) -> float:
     return math.sqrt(max(vy * vy * C[0, 0] - 2 * vx * vy * C[0, 1] + vx * vx * C[1, 1], 0.0)) / s2
 
 
-def truth_rows(bag: Path, t0_ns: int, at_s=None, spool: Path | None = None) -> dict | None:
+def truth_rows(bag: Path, t0_ns: int, spool: Path, at_s=None) -> dict | None:
     """Report columns of the simulator's ``/truth/...`` topics, or None without them: every 20 ms, or with
     ``at_s`` (s after ``t0_ns``, sorted) the first truth stamped at or after each of those instants (the estimate's
-    times: truth and estimate on the same samples).  ``spool``: the rows go through that file (:class:`RowSpool`)."""
+    times: truth and estimate on the same samples).  The rows go through the file ``spool`` (:class:`RowSpool`)."""
     topics = TRUTH_TOPICS
     wanted = None if at_s is None else t0_ns + np.round(np.asarray(at_s, dtype=float) * 1e9).astype(np.int64)
     k = 0
     if not all(t in bag_info(bag).topics for t in topics):
         return None
     latest: dict[str, object] = {}
-    rows = RowSpool(spool, ROW_COLUMNS) if spool is not None else []
+    rows = RowSpool(spool, ROW_COLUMNS)
     next_ns = None
     for topic, _, msg in read_messages(bag, topics):
         latest[topic] = msg
@@ -129,9 +129,7 @@ def truth_rows(bag: Path, t0_ns: int, at_s=None, spool: Path | None = None) -> d
         rows.append(_row((stamp - t0_ns) * 1e-9, (pose.position.x, pose.position.y, pose.position.z),
                          (pose.orientation.w, pose.orientation.x, pose.orientation.y, pose.orientation.z),
                          (twist.linear.x, twist.linear.y), twist.angular.z, forces, par.mass_kg, par.friction_coefficient))
-    if not len(rows):
-        return None
-    return rows.columns() if isinstance(rows, RowSpool) else _columns(rows, ROW_COLUMNS)
+    return rows.columns() if len(rows) else None
 
 
 def _columns(rows: list, names: list) -> dict:
@@ -232,6 +230,13 @@ def baselines(estimate: dict, truth: dict, gnss: dict, open_loop: dict | None, g
     return out
 
 
+def _refuse_occupied(out_dir: Path, overwrite: bool) -> None:
+    """``IoError`` unless ``out_dir`` is absent, an empty folder, or (``overwrite``) any folder."""
+    if out_dir.exists() and (not out_dir.is_dir() or (not overwrite and any(out_dir.iterdir()))):
+        raise IoError(f"{out_dir}: exists and is not an empty folder; not overwriting it (use --force)" if out_dir.is_dir()
+                      else f"{out_dir}: exists and is not a folder")
+
+
 def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | None = None, *, overwrite: bool = False,
                 report: bool = True, skip_s: float = 20.0, progress=None, say=None, storage: str = DEFAULT_STORAGE,
                 bag_version: int = BAG_VERSION) -> dict:
@@ -255,9 +260,7 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     source, target = bag.resolve(), out_dir.resolve()
     if target == source or source in target.parents or target in source.parents:
         raise IoError(f"{out_dir}: the output folder must not be, hold or lie inside the input bag {bag}; choose another --out")
-    if out_dir.exists() and (not out_dir.is_dir() or (not overwrite and any(out_dir.iterdir()))):
-        raise IoError(f"{out_dir}: exists and is not an empty folder; not overwriting it (use --force)" if out_dir.is_dir()
-                      else f"{out_dir}: exists and is not a folder")
+    _refuse_occupied(out_dir, overwrite)
     stage = target.with_name(target.name + ".partial")
     if stage.exists():
         shutil.rmtree(stage)  # what a failed earlier run left
@@ -386,14 +389,14 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
     wall_s = time.perf_counter() - start
     estimate = rows.columns()
     gnss = _columns([[(t - first_ns) * 1e-9, x, y, float(a)] for t, x, y, a in observer.gnss_log], ["t_s", "x_m", "y_m", "accepted"])
-    innov = dict(innovations.columns())
+    innov = innovations.columns()
     used = [i for i, n in enumerate(sensor_names) if stats[n].dof]  # sensors that had updates
     renumber = np.full(len(sensor_names), -1.0)
     renumber[used] = np.arange(len(used))
     innov["sensor_index"] = renumber[innov["sensor_index"].astype(int)]
     innov["sensor_names"] = [sensor_names[i] for i in used]
     innov["dof"] = [int(stats[sensor_names[i]].dof) for i in used]
-    truth = truth_rows(bag, first_ns, estimate["t_s"], spool=spools / "truth")
+    truth = truth_rows(bag, first_ns, spools / "truth", estimate["t_s"])
     summary = {
         "output folder": str(final_dir),
         "input": {"bag": str(bag), "duration_s": round(duration_s, 3), "sensor messages": n_in,
@@ -589,8 +592,8 @@ def find_bags(paths) -> list[Path]:
 
 def process_one(bag: Path, out_dir: Path, config: ObserverConfig, overwrite: bool, report: bool, allow_dropped: bool,
                 check: bool, storage: str, bag_version: int) -> dict:
-    """One bag of a fleet, quietly: its row of the fleet table (:data:`FLEET_COLUMNS`) and its summary.  A failure
-    is the row's status and error, never an exception: the other bags go on.  ``check``: `state-observer check`
+    """One bag of a fleet, quietly: its row of the fleet table (:data:`FLEET_COLUMNS`; its summary is in its folder).  A
+    failure is the row's status and error, never an exception: the other bags go on.  ``check``: `state-observer check`
     first; a bag it fails is not processed (unless ``allow_dropped``)."""
     row: dict = {"bag": str(bag)}
     try:
@@ -599,11 +602,11 @@ def process_one(bag: Path, out_dir: Path, config: ObserverConfig, overwrite: boo
 
             result = check_bag(bag, config)
             if not result.ok and not allow_dropped:
-                return {"row": {**row, "status": "failed", "error": f"the check failed ({result.verdict}); not processed"}, "summary": None}
+                return {**row, "status": "failed", "error": f"the check failed ({result.verdict}); not processed"}
         summary = process_bag(bag, out_dir, config, overwrite=overwrite, report=report, storage=storage, bag_version=bag_version)
     except Exception as exc:  # noqa: BLE001  (a fleet outlives one bag's fault; the error names it)
         message = str(exc) if isinstance(exc, (StateObserverError, OSError)) else f"{type(exc).__name__}: {exc}"
-        return {"row": {**row, "status": "failed", "error": message}, "summary": None}
+        return {**row, "status": "failed", "error": message}
     warnings, errors = dropped_lines(summary)
     if "started at" not in summary["observer"]["events"]:
         status, error = "failed", f"the observer never started: {never_started(summary, config)}"
@@ -615,7 +618,7 @@ def process_one(bag: Path, out_dir: Path, config: ObserverConfig, overwrite: boo
                 "real-time factor": summary["timing"]["real-time factor"]},
                **{k: summary["observer"][k] for k in ("final mass kg", "final friction")},
                **{k: v for k, v in summary.get("accuracy against truth", {}).items() if k in FLEET_COLUMNS})
-    return {"row": row, "summary": summary}
+    return row
 
 
 def process_fleet(bags: list[Path], out: Path, config: ObserverConfig, *, jobs: int = 1, cluster: str | None = None,
@@ -627,14 +630,10 @@ def process_fleet(bags: list[Path], out: Path, config: ObserverConfig, *, jobs: 
     from .batch import run_all
 
     out = Path(out)
-    if out.exists() and (not out.is_dir() or (not overwrite and any(out.iterdir()))):
-        raise IoError(f"{out}: exists and is not an empty folder; not overwriting it (use --force)" if out.is_dir()
-                      else f"{out}: exists and is not a folder")
+    _refuse_occupied(out, overwrite)
     out.mkdir(parents=True, exist_ok=True)
     items = [(bag, out / bag.name, config, overwrite, report, allow_dropped, check, storage, bag_version) for bag in bags]
-    results = run_all(process_one, items, jobs=jobs, cluster=cluster,
-                      on_done=None if on_done is None else lambda i, result: on_done(result["row"]))
-    rows = [r["row"] for r in results]
+    rows = run_all(process_one, items, jobs=jobs, cluster=cluster, on_done=None if on_done is None else lambda i, row: on_done(row))
     _write_fleet_table(out, rows)
     return rows
 

@@ -333,7 +333,7 @@ def evaluate(manoeuvres=None, seeds=SEEDS, cache_dir: Path | None = None, observ
         if name not in MANOEUVRES:
             raise ValueError(f"unknown manoeuvre '{name}', choose from {', '.join(MANOEUVRES)}")
     work = [(name, seed) for name in names for seed in seeds]
-    parallel = cluster or (jobs > 1 and len(work) > 1)
+    parallel = bool(cluster) or (jobs > 1 and len(work) > 1)
     say = _quiet if parallel else progress
     runs = run_all(evaluate_scenario, [(name, seed, cache_dir, observers, say) for name, seed in work], jobs=jobs, cluster=cluster,
                    on_done=(lambda i, _: progress(f"evaluate: {work[i][0]} seed {work[i][1]}: done")) if parallel else None)
