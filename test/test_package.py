@@ -233,6 +233,12 @@ def test_installed_layout():
     result = subprocess.run([str(executable), "bench", "--help"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "--json" in result.stdout
+    # a process spawned by Dask's nanny or multiprocessing imports the main script as __mp_main__: it must not run
+    # the command again (it did: `make bench` ran twice over and its local cluster never started)
+    for script in (executable, prefix / "lib" / "state_observer" / "observer_node"):
+        code = f"import runpy; runpy.run_path({str(script)!r}, run_name='__mp_main__'); print('imported')"
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0 and result.stdout == "imported\n", (script, result.stdout, result.stderr)
 
 
 def test_colcon_test_runs_the_pytest_suite(tmp_path):
