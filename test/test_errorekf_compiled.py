@@ -148,6 +148,38 @@ def test_force_errors_are_fed_back_along_the_heading(filt):
     np.testing.assert_allclose(f.vehicle.force_correction - before, 200.0 * np.array([-np.sin(yaw), np.cos(yaw)] + [0.0] * (N - 2)), atol=1e-9)
 
 
+def test_published_tire_forces_carry_the_lateral_correction_as_cornering_forces():
+    """The lateral force and yaw-moment corrections go onto the tires as lateral (cornering) forces: across the car
+    they sum to the correction and give its moment about base_link; a steered wheel's longitudinal force stays the
+    model's (it follows the wheel torque; resolving a force across the car on a wheel steered 6 deg put 10 % of it on
+    the wheel's longitudinal force: the harness' sine with dwell had Fx 11 % against the open loop's 9 %)."""
+    f = new_filter()
+    f.vehicle.set_inputs(1.6, [100.0, 100.0, 0.0, 0.0], [0.0] * 4)  # 1.6 rad of steering wheel, ~0.1 rad at the road wheels
+    for _ in range(30):
+        assert f.predict()
+        f.correct()
+    v = f.vehicle
+    model = np.column_stack([v._tire_out[0], v._tire_out[1], v._tire_out[2]])
+    yaw = float(v.solver.q[5])
+    c, s = np.cos(yaw), np.sin(yaw)
+    v.force_correction[:] = 0.0
+    v.force_correction[:2] = 300.0 * np.array([-s, c])  # 300 N to the car's left
+    v.force_correction[5] = 150.0  # N m
+    out = f.tire_forces()
+    np.testing.assert_array_equal(out[:, 0], model[:, 0])
+    np.testing.assert_array_equal(out[:, 2], model[:, 2])
+    geo = v._geo
+    added = out[:, 1] - model[:, 1]
+    left = (-s, c)
+    across = [added[w] * (left[0] * geo[w, 3] + left[1] * geo[w, 4]) for w in range(4)]  # each tire's lateral axis, across the car
+    assert abs(geo[0, 3] * c + geo[0, 4] * s) > 0.05  # the front wheels are steered
+    assert sum(across) == pytest.approx(300.0, rel=1e-9)
+    forward = np.array([c, s])
+    base = v.solver.q[:2]
+    x_w = [(geo[w, 16:18] - base) @ forward for w in range(4)]  # the tires' positions along the car from base_link
+    assert sum(a * x for a, x in zip(across, x_w)) == pytest.approx(150.0, rel=0.02)
+
+
 def test_spi_force_residuals_match_the_model_evaluation(filt):
     """(M(theta) z_ddot - Q(theta)) from the compiled sigma-point loop against the model itself with its
     mass and friction set to theta; the model's own parameters and records are left alone."""

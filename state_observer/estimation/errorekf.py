@@ -831,8 +831,9 @@ class VehicleErrorEKF(SensorBookkeeping):
         for wheel in range(4):
             axle_fz = fz[wheel & 2] + fz[(wheel & 2) + 1]
             force = axle_force[wheel // 2] * (fz[wheel] / axle_fz if axle_fz > 0.0 else 0.5)  # along the car's left (-s, c, 0)
-            out[wheel, 0] += force * (c * geo[wheel, 1] - s * geo[wheel, 0])  # on the tire's forward axis
-            out[wheel, 1] += force * (c * geo[wheel, 4] - s * geo[wheel, 3])  # on its lateral axis
+            # a lateral force of the tire (the tire model's error is one of its cornering force) with that component
+            # across the car: a steered wheel's longitudinal force stays the model's (it follows the wheel torque)
+            out[wheel, 1] += force / max(c * geo[wheel, 4] - s * geo[wheel, 3], 0.5)
         return out
 
     # ----- feedback -----------------------------------------------------------------------------------
