@@ -476,8 +476,8 @@ def test_fpga_backend_falls_back_to_the_c_model_when_allowed(ros):
 
 def test_foxglove_relay_serves_the_live_node(ros, circle_bag):
     """foxglove_relay beside the node (issue 16 item 3, live part): a real WebSocket client speaking the Foxglove protocol
-    is offered every output topic, receives every message the relay took from the live node, and decodes each topic's
-    payloads with the advertised schema alone."""
+    is offered every output topic and /tf, receives every message the relay took from the live node, and decodes each
+    topic's payloads with the advertised schema alone; /tf holds odom -> base_link at every odometry pose."""
     import asyncio
     import threading
 
@@ -497,7 +497,7 @@ def test_foxglove_relay_serves_the_live_node(ros, circle_bag):
 
     def listen():
         result["channels"], result["received"] = asyncio.run(client(relay.port, lambda: total.get("n"), timeout_s=300.0,
-                                                                    subscribed=subscribed, channels_wanted=len(OUTPUT_TOPICS)))
+                                                                    subscribed=subscribed, channels_wanted=len(OUTPUT_TOPICS) + 1))
 
     thread = threading.Thread(target=listen, daemon=True)
     thread.start()
@@ -515,10 +515,20 @@ def test_foxglove_relay_serves_the_live_node(ros, circle_bag):
     assert not thread.is_alive()
     channels, received = result["channels"], result["received"]
     topics = {c["id"]: c["topic"] for c in channels.values()}
-    assert set(topics.values()) == set(OUTPUT_TOPICS.values())
+    assert set(topics.values()) == set(OUTPUT_TOPICS.values()) | {"/tf"}
     counts = {topic: sum(1 for sub, _, _ in received if topics[sub] == topic) for topic in topics.values()}
     assert counts == {topic: relay.sent[topic] for topic in topics.values()}
     assert relay.sent[OUTPUT_TOPICS["odometry"]] > 1000 and relay.sent[OUTPUT_TOPICS["diagnostics"]] > 0
+    assert relay.sent["/tf"] == relay.sent[OUTPUT_TOPICS["odometry"]]
     for channel in channels.values():
         payload = next(p for sub, _, p in received if sub == channel["id"])
         assert decode_with_schema(channel, payload).__msgtype__ == channel["schemaName"]
+    by_topic = {topic: [p for sub, _, p in received if topics[sub] == topic] for topic in ("/tf", OUTPUT_TOPICS["odometry"])}
+    channel_of = {c["topic"]: c for c in channels.values()}
+    for tf_payload, odom_payload in zip(by_topic["/tf"][::200], by_topic[OUTPUT_TOPICS["odometry"]][::200]):
+        (t,) = decode_with_schema(channel_of["/tf"], tf_payload).transforms
+        odom = decode_with_schema(channel_of[OUTPUT_TOPICS["odometry"]], odom_payload)
+        assert (t.header.frame_id, t.child_frame_id) == ("odom", "base_link")
+        assert (t.header.stamp.sec, t.header.stamp.nanosec) == (odom.header.stamp.sec, odom.header.stamp.nanosec)
+        assert (t.transform.translation.x, t.transform.translation.y) == (odom.pose.pose.position.x, odom.pose.pose.position.y)
+        assert t.transform.rotation.w == odom.pose.pose.orientation.w

@@ -5,7 +5,9 @@ Every output topic of the observer (``io.convert.OUTPUT_TOPICS``: odometry, tire
 markers, diagnostics; or ``topics``) becomes one channel with message encoding ``cdr`` and the message type's ROS 2
 definition (dependencies included, from the package's type store) as a ``ros2msg`` schema, as
 ``state-observer foxglove BAG`` serves a bag; each message is forwarded as the serialised bytes it arrived in, logged
-at its arrival time.  Parameters: ``host`` (default 127.0.0.1: this machine only; 0.0.0.0 to be seen from others),
+at its arrival time.  With the odometry comes ``/tf``: odom -> base_link of every odometry message (tf2_msgs/TFMessage,
+the frames the message names), which the shipped layout's 3D panel follows and which a node without tf2_ros (the PyPI
+setup) cannot broadcast itself.  Parameters: ``host`` (default 127.0.0.1: this machine only; 0.0.0.0 to be seen from others),
 ``port`` (8765, the app's default; 0: any free port, in :attr:`FoxgloveRelay.port`), ``topics``.
 """
 from __future__ import annotations
@@ -20,7 +22,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from state_observer.errors import InputError
 from state_observer.foxglove_view import ros_channel, sdk
-from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, make_typestore
+from state_observer.io.convert import ODOMETRY, OUTPUT_MSGTYPES, OUTPUT_TOPICS, TF_MESSAGE, TF_TOPIC, make_typestore, tf_msg
 from state_observer.paths import foxglove_layout_path
 from state_observer.ros.common import ParameterError, declare, message_class, run
 
@@ -59,12 +61,24 @@ class FoxgloveRelay(Node):
             channel = ros_channel(foxglove, context, topic, msgtype, store.generate_msgdef(msgtype, ros_version=2)[0])
             self.channels.append(channel)
             self.create_subscription(message_class(msgtype), topic, partial(self._forward, topic, channel), qos, raw=True)
-        self.get_logger().info(f"serving {len(topics)} topics on ws://{host}:{self.port} (Foxglove: Open connection -> "
+        self._store, self._tf_channel = store, None
+        if OUTPUT_TOPICS["odometry"] in topics:
+            self._tf_channel = ros_channel(foxglove, context, TF_TOPIC, TF_MESSAGE, store.generate_msgdef(TF_MESSAGE, ros_version=2)[0])
+            self.channels.append(self._tf_channel)
+        self.get_logger().info(f"serving {len(self.channels)} topics on ws://{host}:{self.port} (Foxglove: Open connection -> "
                                f"Foxglove WebSocket; layout: {foxglove_layout_path()})")
 
     def _forward(self, topic: str, channel, data: bytes) -> None:
-        channel.log(data, log_time=self.get_clock().now().nanoseconds)
+        now = self.get_clock().now().nanoseconds
+        channel.log(data, log_time=now)
         self.sent[topic] += 1
+        if self._tf_channel is not None and topic == OUTPUT_TOPICS["odometry"]:
+            odom = self._store.deserialize_cdr(data, ODOMETRY)
+            p, q = odom.pose.pose.position, odom.pose.pose.orientation
+            stamp_ns = odom.header.stamp.sec * 1_000_000_000 + odom.header.stamp.nanosec
+            tf = tf_msg([(stamp_ns, odom.header.frame_id, odom.child_frame_id, (p.x, p.y, p.z), (q.w, q.x, q.y, q.z))], self._store)
+            self._tf_channel.log(bytes(self._store.serialize_cdr(tf, TF_MESSAGE)), log_time=now)
+            self.sent[TF_TOPIC] += 1
 
     def destroy_node(self) -> None:
         for channel in self.channels:

@@ -98,7 +98,7 @@ class ObserverNode(Node):
                 self._tf = TransformBroadcaster(self)
             except ImportError:
                 self.get_logger().info("tf2_ros is not installed: no odom -> base_link transform broadcast "
-                                       f"(the same pose is on {OUTPUT_TOPICS['odometry']})")
+                                       f"(the same pose is on {OUTPUT_TOPICS['odometry']}; foxglove_relay serves it to Foxglove as /tf)")
         self.get_logger().info(
             f"observer {self.config.settings.observer}, vehicle {self.config.vehicle_file or 'default'}, "
             f"listening on {', '.join(self.config.topics.values())}; start: {self.config.settings.start_mode}")
