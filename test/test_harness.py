@@ -74,16 +74,36 @@ def monkeypatch_module():
 
 def test_every_configuration_is_measured_on_the_same_samples(short_scenario):
     r = short_scenario
-    assert set(r) == {"mismatch", "zero_sideslip", "gnss", "kinematic_ekf", "single_track", "spi_reduced", "open_loop", "spi_reduced_no_gnss"}
+    assert set(r) == {"mismatch", "zero_sideslip", "gnss", "gnss_averaged", "kinematic_ekf", "single_track", "spi_reduced", "open_loop",
+                      "spi_reduced_no_gnss"}
     assert "Magic Formula" in r["mismatch"]["description"]
     for config in ("spi_reduced", "spi_reduced_no_gnss", "open_loop"):
         for key in ("position_rmse_m", "sideslip_rmse_deg", "yaw_rate_rmse_dps", "tire_force_nrmse_lat", "mass_error_pct"):
             assert math.isfinite(r[config][key]), (config, key)
     assert r["spi_reduced"]["position_rmse_m"] < r["gnss"]["position_rmse_m"]  # the fixes alone are worse
+    assert r["gnss_averaged"]["position_rmse_m"] < r["gnss"]["position_rmse_m"]
     assert r["spi_reduced"]["yaw_rate_rmse_dps"] < r["open_loop"]["yaw_rate_rmse_dps"]
     assert 0.0 <= r["spi_reduced"]["sideslip_2sigma_coverage"] <= 1.0
     assert r["zero_sideslip"]["sideslip_rmse_deg"] == pytest.approx(r["zero_sideslip"]["truth_sideslip_rms_deg"])
     assert {"nis_gyroscope", "nis_gnss_fix"} <= set(r["spi_reduced"])
+
+
+def test_the_averaged_fixes_are_the_weighted_mean_of_the_fix_errors_so_far():
+    """By hand: a car standing at the origin heading north, antenna 1 m ahead, fixes east 1, -1, 2 m off (variance 1 m^2)
+    after a 1 m start prior: the bound's errors are 1/2, 0/3 and 2/4 m."""
+    from state_observer.paths import default_sensors_path
+    from state_observer.sensors.samples import GnssFix
+    from state_observer.sim.sensors import load_sensor_config
+
+    config = load_sensor_config(default_sensors_path())
+    enu = config.gnss_fix.datum.local_enu()
+    truth = h.Run(np.array([0.0, 1.0, 2.0, 3.0]), dict(position=np.zeros((4, 2)), yaw=np.full(4, math.pi / 2)))
+    samples = [GnssFix(int(t * 1e9), int(t * 1e9), "gnss", *enu.to_geodetic(e, 1.0, 0.0), 0, np.eye(3))
+               for t, e in ((1.0, 1.0), (2.0, -1.0), (3.0, 2.0))]
+    samples.append(GnssFix(int(2.5e9), int(2.5e9), "gnss", math.nan, math.nan, math.nan, -1, np.zeros((3, 3))))  # no fix: ignored
+    run = h.gnss_averaged_run(truth, samples, config, np.array([1.0, 0.0]), prior_sigma_m=1.0)
+    np.testing.assert_allclose(run.t, [1.0, 2.0, 3.0])
+    np.testing.assert_allclose(run.values["position"], [[0.5, 0.0], [0.0, 0.0], [0.5, 0.0]], atol=1e-6)
 
 
 def test_summary_is_the_median_and_targets_compare_with_the_baselines():

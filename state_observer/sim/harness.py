@@ -11,7 +11,9 @@ For every manoeuvre and seed (Rodriguez 2020 §5.1's three simulations, on a tru
 * baselines on the same samples: the observer's own model run open loop with the same parameters and inputs
   (:class:`state_observer.estimation.online.OpenLoop`), a kinematic EKF set up as robot_localization users do
   (:class:`.baselines.KinematicEKF`), the linear single-track model run open loop
-  (:class:`.baselines.LinearSingleTrack`, the GNSS-free reference), zero sideslip, and the raw GNSS fixes.
+  (:class:`.baselines.LinearSingleTrack`, the GNSS-free reference), zero sideslip, and the raw GNSS fixes; beside
+  them the fixes averaged with the motion known exactly (:func:`gnss_averaged_run`), the position no causal filter
+  can better.
 
 Estimates are taken every ``RECORD_PERIOD_S`` of model time and compared with the truth at the same instant
 after ``SKIP_S`` (metrics of :func:`.evaluate.error_metrics`, plus the share of sideslip and tire-force errors
@@ -254,6 +256,23 @@ def gnss_run(desc, config, samples: list) -> Run:
     return Run(np.array([r[0] for r in rows]), dict(position=np.array([r[1] for r in rows])))
 
 
+def gnss_averaged_run(truth: Run, samples: list, config, antenna_xy_m: np.ndarray, prior_sigma_m: float) -> Run:
+    """The fixes averaged with the motion known exactly: at each fix, base_link's true position plus the inverse-variance
+    weighted mean of the fix errors so far, after a start prior of ``prior_sigma_m`` (the observer's).  No causal filter
+    given these fixes and that start can do better: the position figure's lower bound on this harness."""
+    fixes = gnss_run(None, config, samples)
+    if not len(fixes.t):
+        return Run(fixes.t, dict(position=np.zeros((0, 2))))
+    variance = np.array([s.position_covariance_enu_m2[0, 0] for s in sorted((s for s in samples if isinstance(s, GnssFix) and s.status >= 0
+                                                                              and math.isfinite(s.latitude_deg)), key=lambda s: s.stamp_ns)])
+    t, at_antenna, _ = aligned(truth, fixes, antenna_xy_m)
+    _, at_base, _ = aligned(truth, fixes)
+    weight = 1.0 / np.maximum(variance, 1e-6)
+    mean_error = np.cumsum(weight[:, None] * (fixes.values["position"] - at_antenna["position"]), axis=0)
+    mean_error /= (1.0 / prior_sigma_m**2 + np.cumsum(weight))[:, None]
+    return Run(t, dict(position=at_base["position"] + mean_error))
+
+
 # ----- metrics -----------------------------------------------------------------------------------------
 def aligned(truth: Run, est: Run, antenna_xy_m: np.ndarray | None = None) -> tuple[np.ndarray, dict, dict]:
     """Truth and estimate at the estimate's instants (truth by nearest model step; with ``antenna_xy_m`` the truth
@@ -300,13 +319,18 @@ def cornering_metrics(est: Run, mismatch: mm.Mismatch) -> dict:
 
 def evaluate_scenario(manoeuvre: str, seed: int, cache_dir: Path | None = None, observers=("spi_reduced",), progress=print) -> dict:
     """{configuration: metrics} of one manoeuvre and seed (module docstring)."""
+    from ..estimation.errorekf import ErrorEkfSettings
+
     desc, config, mismatch, truths, samples = simulate(manoeuvre, seed, cache_dir)
     m = MANOEUVRES[manoeuvre]()
     truth = truth_run(truths)
     step_s = FRICTION_STEP_S if manoeuvre == "friction_step" else None
     out: dict = {"mismatch": {"description": mismatch.describe()}}
     out["zero_sideslip"] = run_metrics(truth, Run(truth.t, dict(sideslip=np.zeros(len(truth.t)))))
-    out["gnss"] = run_metrics(truth, gnss_run(desc, config, samples), antenna_xy_m=np.asarray(desc.sensors.gnss_antenna_position_m)[:2])
+    antenna_xy = np.asarray(desc.sensors.gnss_antenna_position_m)[:2]
+    out["gnss"] = run_metrics(truth, gnss_run(desc, config, samples), antenna_xy_m=antenna_xy)
+    start_sigma = float(ErrorEkfSettings().initial_position_sigma[0])  # the observer's prior on a given start position
+    out["gnss_averaged"] = run_metrics(truth, gnss_averaged_run(truth, samples, config, antenna_xy, start_sigma))
     for name in ("kinematic_ekf", "single_track"):
         out[name] = run_metrics(truth, run_baseline(name, desc, config, m, truths[0].t_s, samples))
     for i, observer in enumerate(observers):
@@ -369,7 +393,7 @@ COLUMNS = (("position_rmse_m", "pos m", 1.0), ("sideslip_rmse_deg", "beta deg", 
            ("tire_force_nrmse_long", "Fx %", 100.0), ("tire_force_nrmse_lat", "Fy %", 100.0), ("tire_force_nrmse_vert", "Fz %", 100.0),
            ("mass_error_pct", "mass %", 1.0), ("cornering_error_pct", "Cy %", 1.0), ("friction_abs_error", "mu err", 1.0), ("sideslip_2sigma_coverage", "beta 2s", 100.0),
            ("tire_force_2sigma_coverage", "F 2s", 100.0))
-ORDER = ("spi_reduced", "errorekf_fe_reduced", "open_loop", "kinematic_ekf", "gnss", "zero_sideslip", "spi_reduced_no_gnss",
+ORDER = ("spi_reduced", "errorekf_fe_reduced", "open_loop", "kinematic_ekf", "gnss", "gnss_averaged", "zero_sideslip", "spi_reduced_no_gnss",
          "errorekf_fe_reduced_no_gnss", "single_track")
 
 
