@@ -159,7 +159,7 @@ def test_published_tire_forces_carry_the_lateral_correction_as_cornering_forces(
         assert f.predict()
         f.correct()
     v = f.vehicle
-    model = np.column_stack([v._tire_out[0], v._tire_out[1], v._tire_out[2]])
+    model = v.tire_forces_n
     yaw = float(v.solver.q[5])
     c, s = np.cos(yaw), np.sin(yaw)
     v.force_correction[:] = 0.0
@@ -168,15 +168,15 @@ def test_published_tire_forces_carry_the_lateral_correction_as_cornering_forces(
     out = f.tire_forces()
     np.testing.assert_array_equal(out[:, 0], model[:, 0])
     np.testing.assert_array_equal(out[:, 2], model[:, 2])
-    geo = v._geo
+    contact = v.contact
     added = out[:, 1] - model[:, 1]
     left = (-s, c)
-    across = [added[w] * (left[0] * geo[w, 3] + left[1] * geo[w, 4]) for w in range(4)]  # each tire's lateral axis, across the car
-    assert abs(geo[0, 3] * c + geo[0, 4] * s) > 0.05  # the front wheels are steered
+    across = [added[w] * (left[0] * contact.ey[w, 0] + left[1] * contact.ey[w, 1]) for w in range(4)]  # each tire's lateral axis, across the car
+    assert abs(contact.ey[0, 0] * c + contact.ey[0, 1] * s) > 0.05  # the front wheels are steered
     assert sum(across) == pytest.approx(300.0, rel=1e-9)
     forward = np.array([c, s])
     base = v.solver.q[:2]
-    x_w = [(geo[w, 16:18] - base) @ forward for w in range(4)]  # the tires' positions along the car from base_link
+    x_w = [(contact.P[w, :2] - base) @ forward for w in range(4)]  # the tires' positions along the car from base_link
     assert sum(a * x for a, x in zip(across, x_w)) == pytest.approx(150.0, rel=0.02)
 
 

@@ -579,7 +579,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         s = self.settings
         if not self.force_names:
             return
-        fx, fy, fz = self.vehicle._tire_out[0], self.vehicle._tire_out[1], self.vehicle._tire_out[2]
+        fx, fy, fz = self.vehicle.tire_forces_n.T
         capacity = np.maximum(self.vehicle.mu * fz, 1.0)
         utilisation = min(float(np.hypot(fx, fy).sum() / capacity.sum()), 1.5)
         excess = max(utilisation - s.force_walk_saturation_knee, 0.0) / (1.0 - s.force_walk_saturation_knee)
@@ -596,7 +596,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         """For each force error, the size of the tire forces it acts beside (N or N m), from the model's last tire output:
         all four tires' longitudinal or lateral force, one axle's lateral force, the lateral forces' yaw moment about
         base_link, and the roll (pitch) moment of the lateral (longitudinal) forces on a ROLL_ARM_M arm."""
-        fx, fy = self.vehicle._tire_out[0], self.vehicle._tire_out[1]
+        fx, fy, _ = self.vehicle.tire_forces_n.T
         x_wheel = np.array([self._axle_x_m[0]] * 2 + [self._axle_x_m[1]] * 2)
         scale = {"longitudinal": abs(fx.sum()), "lateral": abs(fy.sum()), "yaw": abs((x_wheel * fy).sum()), "front_lateral": abs(fy[:2].sum()),
                  "rear_lateral": abs(fy[2:].sum()), "roll": ROLL_ARM_M * abs(fy.sum()), "pitch": ROLL_ARM_M * abs(fx.sum())}
@@ -814,7 +814,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         tires (drag, grade and rolling resistance errors land there too; the tires' longitudinal forces follow the measured
         wheel torques and speeds); the vertical forces are the model's."""
         v = self.vehicle
-        out = np.column_stack([v._tire_out[0], v._tire_out[1], v._tire_out[2]])
+        out = v.tire_forces_n
         fc = v.force_correction
         if not (fc[0] or fc[1] or fc[5]):
             return out
@@ -827,13 +827,13 @@ class VehicleErrorEKF(SensorBookkeeping):
         fz = np.maximum(out[:, 2], 0.0)
         if fz.sum() <= 0.0:
             return out
-        geo = v._geo
+        ey = v.contact.ey  # each tire's lateral axis (4, 3), ENU
         for wheel in range(4):
             axle_fz = fz[wheel & 2] + fz[(wheel & 2) + 1]
             force = axle_force[wheel // 2] * (fz[wheel] / axle_fz if axle_fz > 0.0 else 0.5)  # along the car's left (-s, c, 0)
             # a lateral force of the tire (the tire model's error is one of its cornering force) with that component
             # across the car: a steered wheel's longitudinal force stays the model's (it follows the wheel torque)
-            out[wheel, 1] += force / max(c * geo[wheel, 4] - s * geo[wheel, 3], 0.5)
+            out[wheel, 1] += force / max(c * ey[wheel, 1] - s * ey[wheel, 0], 0.5)
         return out
 
     # ----- feedback -----------------------------------------------------------------------------------

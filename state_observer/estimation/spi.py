@@ -152,7 +152,7 @@ class VehicleSPI(VehicleErrorEKF):
             w.stopped = True
             return
         forces = self.tire_forces()  # (4, 3) tire frames, with the force correction
-        geo = v._geo
+        contact = v.contact
         fz = np.maximum(forces[:, 2], 0.0)
         # mass: the torque balance along the heading
         if self.torques_known:
@@ -160,9 +160,9 @@ class VehicleSPI(VehicleErrorEKF):
             spin = qd[10:14]
             torque = drive - brake * np.tanh(spin / np.maximum(v.body[kern.B_BRAKE_EPS : kern.B_BRAKE_EPS + 4], 1e-6))
             inertia = v.body[kern.B_SPIN_I : kern.B_SPIN_I + 4]
-            fx_torque = (torque - inertia * qdd[10:14]) / np.maximum(geo[:, 13], 0.05)  # the contact force's arm is the loaded radius
-            lateral = float(forces[:, 1] @ (c * geo[:, 3] + s * geo[:, 4]))  # the tires' lateral axes along the heading
-            along = float(fx_torque @ (c * geo[:, 0] + s * geo[:, 1])) + lateral
+            fx_torque = (torque - inertia * qdd[10:14]) / np.maximum(contact.r_s, 0.05)  # the contact force's arm is the loaded radius
+            lateral = float(forces[:, 1] @ (c * contact.ey[:, 0] + s * contact.ey[:, 1]))  # the tires' lateral axes along the heading
+            along = float(fx_torque @ (c * contact.ex[:, 0] + s * contact.ex[:, 1])) + lateral
             drag = v.body[kern.B_AERO_COEF] * speed * abs(speed)
             yaw_rate = qd[5]
             # along the heading the centre of mass accelerates by the speed change plus a turning part
@@ -172,11 +172,11 @@ class VehicleSPI(VehicleErrorEKF):
             w.add_mass(a_cg, along - drag, abs(lateral), abs(float(fx_torque.sum())), turning)
         # friction: the axles' forces and slip angles (judged once per window, :meth:`_axle_friction`)
         loaded = fz > 200.0
-        out = v._tire_out
+        model = v.last
         if loaded.any():
-            w.add_axles(forces, v.tire_rows[:, 5], out[5], speed, qdd[5])
+            w.add_axles(forces, v.tire_rows[:, 5], model.slip_angle_rad, speed, qdd[5])
             # cornering stiffness: published over model lateral force per axle, in the linear range
-            fy_axle, fz_axle, model_fy_axle = (x.reshape(2, 2).sum(axis=1) for x in (forces[:, 1], fz, out[1]))
+            fy_axle, fz_axle, model_fy_axle = (x.reshape(2, 2).sum(axis=1) for x in (forces[:, 1], fz, model.fy_n))
             low, high = sp.cornering_utilisation
             for a in (0, 1):
                 axle_u = abs(fy_axle[a]) / max(self.mu * fz_axle[a], 1.0)  # of the friction the road offers

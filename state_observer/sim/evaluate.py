@@ -181,7 +181,7 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
                 raise RuntimeError(f"open loop model failed at t = {vehicle.solver.t:.3f} s")
         elif not filt.predict():
             raise RuntimeError(f"observer model failed at t = {vehicle.solver.t:.3f} s")
-        tire_force = vehicle._tire_out[:3].T.copy() if model == "reduced" else None  # (4, 3): fx, fy, fz per wheel
+        tire_force = vehicle.tire_forces_n if model == "reduced" else None  # (4, 3): fx, fy, fz per wheel
         while k_sample < len(samples) and samples[k_sample].stamp_ns <= t_end_ns:
             sample = samples[k_sample]
             k_sample += 1

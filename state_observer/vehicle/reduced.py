@@ -37,7 +37,7 @@ from .detailed import WHEELS, DetailedVehicle, quaternion_from_matrix
 from .kinematic_fit import fit_vehicle_kinematics, knuckle_rotation
 from .road import FlatRoad
 from .tire import TireOutput
-from .wheel_loads import GEOMETRY_WIDTH
+from .wheel_loads import GEOMETRY_WIDTH, Contact
 
 GRAVITY_M_S2 = 9.81
 UNSPRUNG_BODIES = ("knuckle", "lower_arm", "upper_arm", "tie_rod", "toe_link")
@@ -303,6 +303,17 @@ class ReducedVehicle:
     def last(self) -> TireOutput:
         """Tire output of the last evaluation (copies)."""
         return TireOutput(*self._tire_out.copy())
+
+    @property
+    def tire_forces_n(self) -> np.ndarray:
+        """The four tires' forces of the last evaluation (4, 3): fx, fy, fz in each tire's frame (N); a new array."""
+        return self._tire_out[:3].T.copy()
+
+    @property
+    def contact(self) -> Contact:
+        """The wheels' contact geometry of the last evaluation (:class:`.wheel_loads.Contact`: named views of the
+        model's working array; read them, do not write)."""
+        return Contact.from_array(self._geo)
 
     def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:
         d = self.detailed
