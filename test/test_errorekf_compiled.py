@@ -180,6 +180,21 @@ def test_published_tire_forces_carry_the_lateral_correction_as_cornering_forces(
     assert sum(a * x for a, x in zip(across, x_w)) == pytest.approx(150.0, rel=0.02)
 
 
+@pytest.mark.parametrize("speed", [15.0, 2.5])
+def test_plant_noise_across_the_heading_falls_with_the_square_of_a_low_speed(speed):
+    """White acceleration along the heading at its intensity; across it the same above lateral_plant_speed_m_s (10 m/s)
+    and (v / 10)^2 of it below (at walking pace the steering geometry sets the slip angles)."""
+    s = ErrorEkfSettings()
+    f = new_filter(s, speed_m_s=speed)
+    assert f.predict()
+    yaw = float(f.vehicle.solver.q[5])
+    along, across = np.array([np.cos(yaw), np.sin(yaw)]), np.array([-np.sin(yaw), np.cos(yaw)])
+    velocity_block = f.plant[N : N + 2, N : N + 2] / f.dt  # the velocity rows of the white-acceleration noise: q dt
+    speed_now = np.hypot(*f.vehicle.solver.qd[:2])
+    assert along @ velocity_block @ along == pytest.approx(s.plant_sigma2[0], rel=1e-9)
+    assert across @ velocity_block @ across == pytest.approx(s.plant_sigma2[1] * min((speed_now / s.lateral_plant_speed_m_s) ** 2, 1.0), rel=1e-9)
+
+
 def test_spi_force_residuals_match_the_model_evaluation(filt):
     """(M(theta) z_ddot - Q(theta)) from the compiled sigma-point loop against the model itself with its
     mass and friction set to theta; the model's own parameters and records are left alone."""

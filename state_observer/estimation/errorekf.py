@@ -68,7 +68,7 @@ PARAMETER_BOUNDS = {"mass": (0.5, 2.0), "friction": (0.1, 1.5), "cornering_front
 class ErrorEkfSettings:
     """Tuning of the vehicle errorEKF(-FE).  ``plant_sigma2``: white-acceleration intensities per coordinate
     [x y z, roll pitch yaw, 4 travels, 4 spins] (m^2/s^3, rad^2/s^3); for the errorEKF-FE x and y are along and
-    across the heading.  Extra states of the errorEKF-FE (module docstring) have an initial 1-sigma and a random walk
+    across the heading (across: scaled down below ``lateral_plant_speed_m_s``).  Extra states of the errorEKF-FE (module docstring) have an initial 1-sigma and a random walk
     per sqrt(s)."""
 
     force_estimation: bool = True
@@ -77,6 +77,11 @@ class ErrorEkfSettings:
     # beyond a measured torque's error) let every accelerometer update move the spins, so the slip and the longitudinal
     # force jumped at 200 Hz (harness: Fx nRMSE 6.6 -> 2.2 % in the steady circle, 19 -> 11 % in the sine with dwell)
     plant_sigma2: np.ndarray = field(default_factory=lambda: np.array([0.1, 0.01, 0.1, 0.01, 0.01, 0.001] + [1.0] * 4 + [1.0] * 4))
+    # Below this speed the plant noise across the heading falls with the square of the speed (to 1/1000 at standstill):
+    # at walking pace the steering geometry sets the slip angles and the model's lateral velocity is nearly exact, and a
+    # constant lateral noise let the GNSS velocity's (0.05 m/s is 1.1 deg of course at 2.5 m/s) move the sideslip (harness,
+    # tuning seeds: car park at 2.5 m/s 0.127 -> 0.097 deg, reversing at 4 m/s 0.059 -> 0.041; 15-22 m/s unchanged)
+    lateral_plant_speed_m_s: float = 10.0
     # initial error sigmas per coordinate: positions (m, rad), velocities
     initial_position_sigma: np.ndarray = field(default_factory=lambda: np.array([1.0, 1.0, 0.01, 0.01, 0.01, 0.05] + [0.005] * 4 + [0.1] * 4))
     initial_velocity_sigma: np.ndarray = field(default_factory=lambda: np.array([0.1, 0.1, 0.02, 0.01, 0.01, 0.01] + [0.02] * 4 + [0.5] * 4))
@@ -155,6 +160,8 @@ class ErrorEkfSettings:
                 raise ValueError(f"ErrorEkfSettings.{name}: unknown {unknown}; known: {', '.join(known)}")
         if not 0.0 <= self.force_walk_saturation_knee < 1.0:
             raise ValueError(f"ErrorEkfSettings.force_walk_saturation_knee must be within [0, 1), got {self.force_walk_saturation_knee}")
+        if not self.lateral_plant_speed_m_s > 0.0:
+            raise ValueError(f"ErrorEkfSettings.lateral_plant_speed_m_s must be positive, got {self.lateral_plant_speed_m_s}")
 
 
 def trapezoidal_transition(M: np.ndarray, K: np.ndarray, C: np.ndarray, h: float) -> np.ndarray:
@@ -564,6 +571,8 @@ class VehicleErrorEKF(SensorBookkeeping):
                 d[0], d[1], d[5] = -s, c, arm[name]
         self._force_plant()
         q_long, q_lat = self.settings.plant_sigma2[0:2]
+        speed = math.hypot(self.vehicle.solver.qd[0], self.vehicle.solver.qd[1])
+        q_lat *= min(max((speed / self.settings.lateral_plant_speed_m_s) ** 2, 1e-3), 1.0)
         if q_long != q_lat:
             sigma = np.array([[c * c * q_long + s * s * q_lat, c * s * (q_long - q_lat)], [c * s * (q_long - q_lat), s * s * q_long + c * c * q_lat]])
             dt = self.dt
