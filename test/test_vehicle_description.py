@@ -60,7 +60,7 @@ def test_default_is_a_plausible_midsize_car(vehicle):
     assert fl.spring_damper.on == "lower_arm"  # YAML 1.1 would have read the key `on` as True
     assert rl.spring_damper.on == "knuckle" and rl.anti_roll_bar_n_per_m is None
     assert fl.anti_roll_bar_n_per_m == 8000.0
-    assert v.aerodynamics is not None and v.aerodynamics.drag_area_m2 == 0.64
+    assert v.aerodynamics is not None and v.aerodynamics.drag_area_m2 == 0.64 and v.aerodynamics.downforce_area_m2 == 0.0
     assert v.sensors.encoder_counts_per_revolution == 48 and v.sensors.imu_frame_id == "imu_link"
     # the chassis tensor is the one written (xz entry) and is symmetric
     j = v.chassis.inertia_kg_m2
@@ -555,3 +555,12 @@ def test_yaml_1_1_boolean_key_is_explained():
         load_vehicle_dict(data, SRC)
     assert str(err.value).startswith(f"{SRC}: {FS}.spring_damper: key True is not a string")
     assert "quote the key" in str(err.value)
+
+
+def test_downforce_is_read_and_checked():
+    data = raw()
+    data["aerodynamics"]["downforce_area_m2"] = 3.1  # a race car's Cz A
+    assert load_vehicle_dict(data).aerodynamics.downforce_area_m2 == 3.1
+    data["aerodynamics"]["downforce_area_m2"] = -1.0
+    with pytest.raises(VehicleConfigError, match="aerodynamics.downforce_area_m2"):
+        load_vehicle_dict(data)

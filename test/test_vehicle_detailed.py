@@ -140,10 +140,14 @@ def _forces(model, element, q, qd, t=0.5):
 
 
 
-def test_chassis_load_jacobians_match_finite_differences(desc):
+@pytest.mark.parametrize("downforce_area_m2", [0.0, 2.0])
+def test_chassis_load_jacobians_match_finite_differences(desc, downforce_area_m2):
+    import dataclasses
+
     from state_observer.vehicle.chassis_loads import _AeroDrag, _AntiRollBar
 
-    vehicle = DetailedVehicle(desc)
+    aero = dataclasses.replace(desc.aerodynamics, downforce_area_m2=downforce_area_m2)
+    vehicle = DetailedVehicle(dataclasses.replace(desc, aerodynamics=aero))
     model = vehicle.model
     q, qd = vehicle.initial_state(speed_m_s=25.0)
     rng = np.random.default_rng(3)

@@ -164,3 +164,27 @@ def test_compiled_step_is_the_integrators_step(reduced):
     assert (np.abs(compiled - generic) / scale).max() < 1e-8
     np.testing.assert_allclose(K1, K0, rtol=0, atol=1e-10 * np.abs(K0).max())
     np.testing.assert_allclose(C1, C0, rtol=0, atol=1e-10 * np.abs(C0).max())
+
+
+@pytest.mark.parametrize("model", ["detailed", "reduced"])
+def test_downforce_loads_the_axles_by_the_lever_rule(desc, reduced, model):
+    """Downforce 1/2 rho CzA v^2 at the centre of pressure (hand calculation): driving straight at 40 m/s, the four tire
+    loads grow by it in total, and the front axle's by its lever-rule share (x_cp - x_rear) / (x_front - x_rear)."""
+    import dataclasses
+
+    from state_observer.sim.manoeuvres import straight
+
+    aero = dataclasses.replace(desc.aerodynamics, downforce_area_m2=2.0)
+    speed = 40.0
+    downforce = 0.5 * aero.air_density_kg_m3 * aero.downforce_area_m2 * speed**2  # 1920 N
+    x_front, x_rear = desc.corners[0].wheel_centre_m[0], desc.corners[2].wheel_centre_m[0]
+    front_share = (aero.centre_of_pressure_m[0] - x_rear) / (x_front - x_rear)
+    loads = []
+    for d in (desc, dataclasses.replace(desc, aerodynamics=aero)):
+        vehicle = DetailedVehicle(d) if model == "detailed" else ReducedVehicle(d, kinematics=reduced.kin)
+        samples = list(run(vehicle, straight(speed_m_s=speed, duration_s=4.0)))
+        assert abs(np.linalg.norm(samples[-1].velocity_enu_m_s) - speed) < 0.5
+        loads.append(np.mean([s.tire_force_n[:, 2] for s in samples[-250:]], axis=0))
+    added = loads[1] - loads[0]
+    assert added.sum() == pytest.approx(downforce, rel=0.02)
+    assert added[:2].sum() == pytest.approx(front_share * downforce, rel=0.05)

@@ -68,26 +68,32 @@ class _AntiRollBar:
 
 @dataclass(frozen=True)
 class AeroDrag:
-    """Drag -1/2 rho CdA |v_x| v_x along the chassis x axis at the centre of pressure (still air)."""
+    """Drag -1/2 rho CdA |v_x| v_x along the chassis x axis and downforce -1/2 rho CzA v_x^2 along its z axis, both at the
+    centre of pressure (still air)."""
 
     point: object  # centre of pressure (a chassis-fixed point)
     forward: str  # chassis unit vector ex
     drag_area_m2: float
     air_density_kg_m3: float
+    downforce_area_m2: float = 0.0
+    up: str = "ez"  # chassis unit vector ez
 
     def compile(self, ctx):
-        return _AeroDrag(ctx.point(self.point), ctx.vector(self.forward), 0.5 * self.air_density_kg_m3 * self.drag_area_m2)
+        half_rho = 0.5 * self.air_density_kg_m3
+        return _AeroDrag(ctx.point(self.point), ctx.vector(self.forward), ctx.vector(self.up), half_rho * self.drag_area_m2,
+                         half_rho * self.downforce_area_m2)
 
 
 class _AeroDrag:
     stiff = True
     state_dependent = True
 
-    def __init__(self, point, forward, half_rho_cda):
-        self.cols = _columns(point.B, forward.B)
+    def __init__(self, point, forward, up, half_rho_cda, half_rho_cza):
+        self.cols = _columns(point.B, forward.B, up.B)
         self.BP = point.B[:, self.cols]
         self.BX, self.cX = forward.B[:, self.cols], forward.c
-        self.coef = half_rho_cda
+        self.BZ, self.cZ = up.B[:, self.cols], up.c
+        self.coef, self.down = half_rho_cda, half_rho_cza
 
     def accumulate(self, q, qd, t, Q, K, C):
         c = self.cols
@@ -96,7 +102,12 @@ class _AeroDrag:
         vx = ex @ v
         f = -self.coef * abs(vx) * vx
         Q[c] += self.BP.T @ (f * ex)
+        if self.down:
+            ez = self.BZ @ q[c] + self.cZ
+            Q[c] -= self.BP.T @ (self.down * vx * vx * ez)
         if C is None:
             return
         g = ex @ self.BP  # d vx / d qd
         C[np.ix_(c, c)] += 2.0 * self.coef * abs(vx) * np.outer(g, g)
+        if self.down:
+            C[np.ix_(c, c)] += 2.0 * self.down * vx * np.outer(self.BP.T @ ez, g)

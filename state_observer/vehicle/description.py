@@ -191,6 +191,7 @@ class Aerodynamics:
     drag_area_m2: float  # Cd * A
     air_density_kg_m3: float
     centre_of_pressure_m: np.ndarray
+    downforce_area_m2: float = 0.0  # Cz * A: downforce 1/2 rho CzA v_x^2 along -z of the chassis at the centre of pressure
 
 
 @dataclass(frozen=True, eq=False)
@@ -346,9 +347,9 @@ def load_vehicle_dict(data: Any, source: str = "<dict>") -> VehicleDescription:
                                                 "max_steering_wheel_angle_rad")), left, link_paths)
     aero = None
     if root.has("aerodynamics"):
-        node = root.node("aerodynamics", ("drag_area_m2", "air_density_kg_m3", "centre_of_pressure_m"))
+        node = root.node("aerodynamics", ("drag_area_m2", "air_density_kg_m3", "centre_of_pressure_m"), ("downforce_area_m2",))
         aero = Aerodynamics(node.num("drag_area_m2", 0.0, 20.0), node.num("air_density_kg_m3", 0.5, 1.5),
-                            node.vec3("centre_of_pressure_m"))
+                            node.vec3("centre_of_pressure_m"), node.num("downforce_area_m2", 0.0, 20.0, lo_incl=True, default=0.0))
     sensors = _sensors(root.node("sensors", ("imu", "gnss", "wheel_encoders", "steering")))
     corners = []
     for name_ in CORNERS:

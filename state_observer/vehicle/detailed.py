@@ -228,7 +228,8 @@ class DetailedVehicle:
                 b.add_force(AntiRollBar(f"C_{WHEELS[left]}", f"C_{WHEELS[right]}", "p0", "ez", k))
         aero = self.desc.aerodynamics
         if aero is not None:
-            b.add_force(AeroDrag(BodyPoint("chassis", tuple(np.asarray(aero.centre_of_pressure_m, float))), "ex", aero.drag_area_m2, aero.air_density_kg_m3))
+            b.add_force(AeroDrag(BodyPoint("chassis", tuple(np.asarray(aero.centre_of_pressure_m, float))), "ex", aero.drag_area_m2, aero.air_density_kg_m3,
+                                 aero.downforce_area_m2))
 
     def _independent_coordinates(self) -> list[str]:
         """Chassis position, yaw-like ex.y, pitch-like ex.z, roll-like ey.z; wheel-centre heights; spins."""

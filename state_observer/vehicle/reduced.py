@@ -101,6 +101,7 @@ class ReducedVehicle:
         if aero is not None:
             body[kern.B_AERO_CP : kern.B_AERO_CP + 3] = aero.centre_of_pressure_m
             body[kern.B_AERO_COEF] = 0.5 * aero.air_density_kg_m3 * aero.drag_area_m2
+            body[kern.B_AERO_DOWN] = 0.5 * aero.air_density_kg_m3 * aero.downforce_area_m2
         body[kern.B_R0 : kern.B_R0 + 4] = self.R0
         body[kern.B_BRAKE_EPS : kern.B_BRAKE_EPS + 4] = d.wheels.brake_spin_eps_rad_s
         body[kern.B_GRAVITY_Z] = -GRAVITY_M_S2

@@ -41,8 +41,8 @@ VECS = 17
 # body
 B_SPRUNG_M, B_SPRUNG_COM, B_SPRUNG_I, B_UNSPRUNG_M, B_SPIN_I = 0, 1, 4, 13, 17
 B_SPRING_K, B_SPRING_C, B_SPRING_L0, B_SPRING_F0 = 21, 25, 29, 33
-B_ARB, B_AERO_CP, B_AERO_COEF, B_R0, B_BRAKE_EPS, B_GRAVITY_Z = 37, 39, 42, 43, 47, 51
-BODY_SIZE = 52
+B_ARB, B_AERO_CP, B_AERO_COEF, B_R0, B_BRAKE_EPS, B_GRAVITY_Z, B_AERO_DOWN = 37, 39, 42, 43, 47, 51, 52
+BODY_SIZE = 53
 # inputs
 IN_RACK, IN_DRIVE, IN_BRAKE, IN_MU, IN_TIRE_DT = 0, 1, 5, 9, 13
 INPUT_SIZE = 14
@@ -278,12 +278,13 @@ def force_stage(q, qd, inputs, xi0, road_height, road_normal, body, tire_rows, m
                 K[b, b] += kb
                 K[a, b] -= kb
                 K[b, a] -= kb
-    if terms & AERO and body[B_AERO_COEF] > 0.0:
+    if terms & AERO and (body[B_AERO_COEF] > 0.0 or body[B_AERO_DOWN] > 0.0):
         rcp = mv3(R, body[B_AERO_CP : B_AERO_CP + 3])
         v = add3(qd[0:3], cross3(omega, rcp))
         ex = (R[0, 0], R[1, 0], R[2, 0])
         vx = (ex[0] * v[0] + ex[1] * v[1]) + ex[2] * v[2]
-        Fa = scale3(-body[B_AERO_COEF] * abs(vx) * vx, ex)
+        # drag along the chassis x axis, downforce along its -z axis (1/2 rho CzA v_x^2), at the centre of pressure
+        Fa = add3(scale3(-body[B_AERO_COEF] * abs(vx) * vx, ex), scale3(-body[B_AERO_DOWN] * vx * vx, (R[0, 2], R[1, 2], R[2, 2])))
         tau = mtv3(RE, cross3(rcp, Fa))
         for a in range(3):
             Q[a] += Fa[a]
