@@ -196,6 +196,9 @@ def _add_vehicle_commands(commands) -> None:
         ("front-ride-frequency", "HZ", "default: the default car's"),
         ("rear-ride-frequency", "HZ", "default: the default car's"),
         ("roll-gradient", "DEG_PER_G", "body roll per lateral acceleration (default: the default car's)"),
+        ("drag-area", "M2", "drag coefficient x frontal area, Cd A (default: the default car's, scaled)"),
+        ("downforce-area", "M2", "downforce coefficient x area, Cz A, of a car with wings (default: none)"),
+        ("aero-balance", "SHARE", "front axle's share of the downforce, 0..1 (default: as the axles share the weight)"),
     )
     for name, metavar, help_text in numbers:
         new.add_argument(f"--{name}", type=_number, metavar=metavar, help=help_text)

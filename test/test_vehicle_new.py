@@ -179,6 +179,25 @@ def test_given_cornering_stiffness_and_yaw_inertia_are_what_the_car_gets(tmp_pat
     assert desc.corner("fl").wheel.unloaded_radius_m == 0.29
 
 
+def test_a_race_car_gets_its_downforce_where_the_balance_puts_it(tmp_path):
+    """--downforce-area and --aero-balance: the centre of pressure sits where the front axle takes that share of the
+    downforce (lever rule); without a balance, as the axles share the weight; the header reports both."""
+    race = dict(mass=982.0, wheelbase=2.6, front_track=1.5, rear_track=1.45, cg_to_front_axle=1.45, cg_height=0.3,
+                wheel_radius=0.3, cornering_stiffness=60000.0, driven_axle="rear")
+    for balance, expected in ((0.42, 0.42), (None, (2.6 - 1.45) / 2.6)):
+        car = generate(CarNumbers(**race, drag_area=1.1, downforce_area=3.2, aero_balance=balance))
+        desc = load_vehicle_dict(car.data)
+        aero = desc.aerodynamics
+        x_front, x_rear = desc.corner("fl").wheel_centre_m[0], desc.corner("rl").wheel_centre_m[0]
+        assert aero.downforce_area_m2 == 3.2 and aero.drag_area_m2 == 1.1
+        assert (aero.centre_of_pressure_m[0] - x_rear) / (x_front - x_rear) == pytest.approx(expected, abs=1e-4)
+    out = tmp_path / "race.yaml"
+    write_vehicle(CarNumbers(**race, downforce_area=3.2, aero_balance=0.42), out)
+    header = out.read_text()
+    assert "--downforce-area" in header and "--aero-balance" in header and "0.420" in header
+    assert load_vehicle(out).aerodynamics.downforce_area_m2 == 3.2
+
+
 @pytest.fixture(scope="module")
 def small_and_large(tmp_path_factory):
     """The hatchback made through the command line, the SUV through the Python function."""

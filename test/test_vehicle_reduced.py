@@ -188,3 +188,5 @@ def test_downforce_loads_the_axles_by_the_lever_rule(desc, reduced, model):
     added = loads[1] - loads[0]
     assert added.sum() == pytest.approx(downforce, rel=0.02)
     assert added[:2].sum() == pytest.approx(front_share * downforce, rel=0.05)
+    if model == "reduced":  # what the friction estimate divides the tire forces by besides the weight
+        assert vehicle.downforce_n(speed) == pytest.approx(downforce, rel=1e-12)

@@ -10,7 +10,7 @@ observed here departs from the seeds, see below).
   The tire model's stiffness does not enter (the seeds' force-balance residual on x and y made the mass absorb every
   lateral tire error); the mass is observable only with longitudinal excitation and known torques, and is left alone
   at low speed, reversing or without torque samples.
-* Friction, from the car's utilisation u = |F| / (m g) with the lateral force the accelerometer proves (the published
+* Friction, from the car's utilisation u = |F| / (m g + D) (D the aerodynamic downforce) with the lateral force the accelerometer proves (the published
   forces plus the mass times the accelerometer's mean innovation across the car; in steady cornering the axles share
   the lateral force as they share the weight): the road offers at least the largest utilisation seen (a lower bound
   over the last ``lower_bound_window_s``).  An axle saturates where its force falls below ``saturation_ratio`` of what the vehicle
@@ -255,8 +255,8 @@ class VehicleSPI(VehicleErrorEKF):
         """The window's utilisation and, once an axle has saturated for ``min_saturated_s``, the largest utilisation of
         the saturation episode (else NaN) (module docstring).
 
-        Window means: u = |(sum F_x, sum F_y + m a_nu,y)| / (m g) over the four tires (published forces, a_nu the
-        accelerometer's mean innovation across base_link; the weight, not the model's normal loads, which follow its
+        Window means: u = |(sum F_x, sum F_y + m a_nu,y)| / (m g + D) over the four tires (published forces, a_nu the
+        accelerometer's mean innovation across base_link, D the downforce at the window's speed; the weight, not the model's normal loads, which follow its
         heave and pitch errors), which in steady cornering is each axle's too (the axles share the lateral force as they
         share the weight; the model's own split follows its force correction).  An axle saturates if
         u_y < saturation_ratio k tan(alpha'), alpha' its slip angle with the other axle's taken as linear,
@@ -266,7 +266,7 @@ class VehicleSPI(VehicleErrorEKF):
             return math.nan, math.nan
         n = w.axle_n
         mass = self.vehicle.total_mass_kg
-        weight = mass * GRAVITY_M_S2
+        weight = mass * GRAVITY_M_S2 + self.vehicle.downforce_n(w.speed / n)  # what presses the tires on the road
         fy = w.fy / n + mass * self._accel_innovation[1]
         u_y = fy / weight
         u = math.hypot(w.fx / n, fy) / weight

@@ -51,7 +51,8 @@ class CarNumbers:
     (unloaded) in m; tire_size like '215/55R16'; cornering_stiffness and rear_cornering_stiffness
     in N/rad per tire at its static load; yaw_inertia kg m^2 (whole car about its CG);
     steering_ratio (steering-wheel angle per road-wheel angle); front/rear_ride_frequency Hz;
-    roll_gradient deg/g; driven_axle front|rear|all; front/rear_suspension double_wishbone|macpherson.
+    roll_gradient deg/g; driven_axle front|rear|all; front/rear_suspension double_wishbone|macpherson;
+    drag_area and downforce_area (Cd A, Cz A) m^2, aero_balance the front axle's share of the downforce.
     """
 
     mass: float | None = None
@@ -72,6 +73,9 @@ class CarNumbers:
     front_ride_frequency: float | None = None
     rear_ride_frequency: float | None = None
     roll_gradient: float | None = None
+    drag_area: float | None = None
+    downforce_area: float | None = None
+    aero_balance: float | None = None
     name: str | None = None
 
 
@@ -92,6 +96,9 @@ _RANGES = {
     "front_ride_frequency": (0.8, 3.0, "Hz"),
     "rear_ride_frequency": (0.8, 3.0, "Hz"),
     "roll_gradient": (1.0, 12.0, "deg/g"),
+    "drag_area": (0.1, 3.0, "m^2"),
+    "downforce_area": (0.0, 10.0, "m^2"),
+    "aero_balance": (0.0, 1.0, ""),
 }
 DEFAULT_TIRE_WIDTH_M = 0.215  # section width of the default car's 215/55 R16 (its wheels comment)
 _CORNERING_COEFFICIENT_RANGE = (5.0, 40.0)  # cornering stiffness per unit load, 1/rad (0.09 .. 0.7 per deg)
@@ -432,7 +439,7 @@ def generate(numbers: CarNumbers, template: VehicleDescription | None = None,
     data["chassis"].update(mass_kg=m - data["steering"]["rack"]["mass_kg"] - _parts_mass_kg(axles, wheels),
                            inertia_kg_m2=_inertia_dict(template.chassis.inertia_kg_m2))
     data["drivetrain"] = _drivetrain(template, ref, n, m, a, b, h, L, wheels)
-    data["aerodynamics"], data["sensors"] = _aero_and_sensors(template, ref, L, h, tracks)
+    data["aerodynamics"], data["sensors"] = _aero_and_sensors(template, ref, L, h, tracks, n, notes)
     trial = _load(data)
     masses, points = trial.lumped_masses()
     m_s = float(masses[0])
@@ -592,9 +599,11 @@ def _drivetrain(template, ref: Characteristics, n: CarNumbers, m, a, b, h, L, wh
                                      "rear": tpl.max_brake_torque_rear_n_m * need[1] / need_tpl[1]}}
 
 
-def _aero_and_sensors(template, ref: Characteristics, L, h, tracks) -> tuple:
-    """Drag area x (t / t0)(h / h0) (frontal area ~ width x height); centre of pressure, IMU and GNSS antenna
-    with x x L / L0 and z x h / h0 (the roof follows the CG height); frame names and encoder counts kept."""
+def _aero_and_sensors(template, ref: Characteristics, L, h, tracks, n: CarNumbers, notes: dict) -> tuple:
+    """Drag area x (t / t0)(h / h0) (frontal area ~ width x height) unless given; centre of pressure, IMU and GNSS
+    antenna with x x L / L0 and z x h / h0 (the roof follows the CG height); with a downforce area the centre of pressure
+    lies where the axles share the downforce by ``aero_balance`` (default: as they share the weight); frame names and
+    encoder counts kept."""
     sx, sz = L / template.wheelbase_m, h / ref.cg_height_m
     width_scale = sum(tracks) / sum(template.track_m)
 
@@ -604,8 +613,16 @@ def _aero_and_sensors(template, ref: Characteristics, L, h, tracks) -> tuple:
     aero = None
     if template.aerodynamics is not None:
         t = template.aerodynamics
-        aero = {"drag_area_m2": t.drag_area_m2 * width_scale * sz, "air_density_kg_m3": t.air_density_kg_m3,
+        aero = {"drag_area_m2": n.drag_area or t.drag_area_m2 * width_scale * sz, "air_density_kg_m3": t.air_density_kg_m3,
                 "centre_of_pressure_m": moved(t.centre_of_pressure_m)}
+        notes["drag_area"] = "given" if n.drag_area else "template's, scaled by track and CG height"
+        if n.downforce_area:
+            x_rear = moved(template.corner("rl").wheel_centre_m)[0]
+            balance = n.aero_balance if n.aero_balance is not None else (L - n.cg_to_front_axle) / L
+            aero["downforce_area_m2"] = n.downforce_area
+            aero["centre_of_pressure_m"][0] = x_rear + balance * L
+            notes["aero_balance"] = "given" if n.aero_balance is not None else "the weight's (CG position)"
+    notes.setdefault("aero_balance", "no downforce")
     s = template.sensors
     sensors = {"imu": {"frame_id": s.imu_frame_id, "position_m": moved(s.imu_position_m),
                        "orientation_rpy_rad": [float(v) for v in s.imu_orientation_rpy_rad]},
@@ -618,6 +635,18 @@ def _aero_and_sensors(template, ref: Characteristics, L, h, tracks) -> tuple:
 def _inertia_dict(j: np.ndarray) -> dict:
     return {"xx": float(j[0, 0]), "yy": float(j[1, 1]), "zz": float(j[2, 2]),
             "xy": float(j[0, 1]), "xz": float(j[0, 2]), "yz": float(j[1, 2])}
+
+
+def _aero_rows(desc: VehicleDescription, notes: dict) -> list:
+    """Header rows of the aerodynamics: drag and downforce areas, the front axle's share of the downforce."""
+    aero = desc.aerodynamics
+    if aero is None:
+        return []
+    x_front, x_rear = desc.corner("fl").wheel_centre_m[0], desc.corner("rl").wheel_centre_m[0]
+    balance = (aero.centre_of_pressure_m[0] - x_rear) / (x_front - x_rear)
+    return [("drag_area", f"{aero.drag_area_m2:.3f} m^2", notes.get("drag_area", "template's")),
+            ("downforce_area", f"{aero.downforce_area_m2:.3f} m^2", "given" if aero.downforce_area_m2 else "none"),
+            ("aero_balance", f"{balance:.3f}" if aero.downforce_area_m2 else "-", notes.get("aero_balance", "no downforce"))]
 
 
 def _load(data: dict) -> VehicleDescription:
@@ -669,6 +698,7 @@ def _header(n: CarNumbers, template, ref: Characteristics, fig: Characteristics,
         ("front_ride_frequency", f"{d['ride'][0]:.3f} Hz", notes["front_ride_frequency"]),
         ("rear_ride_frequency", f"{d['ride'][1]:.3f} Hz", notes["rear_ride_frequency"]),
         ("roll_gradient", f"{d['gradient_deg_g']:.2f} deg/g", notes["roll_gradient"]),
+        *_aero_rows(desc, notes),
     ]
     wide = max(len(option(r[0])) for r in rows)
     sd_f, sd_r = fl.spring_damper, rl.spring_damper

@@ -305,6 +305,10 @@ class ReducedVehicle:
         """Tire output of the last evaluation (copies)."""
         return TireOutput(*self._tire_out.copy())
 
+    def downforce_n(self, speed_m_s: float) -> float:
+        """Aerodynamic downforce at a forward speed (N): 1/2 rho CzA v^2 (0 without ``downforce_area_m2``)."""
+        return float(self.body[kern.B_AERO_DOWN]) * speed_m_s * speed_m_s
+
     @property
     def tire_forces_n(self) -> np.ndarray:
         """The four tires' forces of the last evaluation (4, 3): fx, fy, fz in each tire's frame (N); a new array."""
