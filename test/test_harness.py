@@ -20,6 +20,7 @@ def test_mismatch_draws_stay_in_the_issue_ranges_and_are_reproducible():
         assert all(0.75 <= f <= 1.25 for f in (*m.cornering_stiffness, m.longitudinal_stiffness))
         assert abs(m.cg_forward_m) <= 0.05 and abs(m.cg_up_m) <= 0.05
         assert 0.85 <= m.yaw_inertia <= 1.15 and 0.9 <= m.mass <= 1.1 and 0.8 <= m.springs <= 1.2 and 0.8 <= m.dampers <= 1.2
+        assert 0.85 <= m.downforce <= 1.15
         assert all(math.radians(0.1) <= abs(b) <= math.radians(0.5) for b in m.gyro_bias_rad_s)
         assert all(0.05 <= abs(b) <= 0.2 for b in m.accel_bias_m_s2)
         assert np.linalg.norm(m.imu_mount_error_rpy_rad) == pytest.approx(math.radians(0.5))
@@ -70,6 +71,23 @@ def monkeypatch_module():
     mp = pytest.MonkeyPatch()
     yield mp
     mp.undo()
+
+
+def test_the_race_cars_truth_has_its_downforce_drawn_and_a_physical_body():
+    """The race car (its own vehicle file, with wings): the truth's downforce is the file's times the draw, and a yaw
+    inertia raised by up to 15 % on a flat car stays a physical rigid body (its excess goes to roll and pitch)."""
+    from state_observer.vehicle.description import load_vehicle
+
+    desc = load_vehicle(h.vehicle_path("race_circle"))
+    assert desc.aerodynamics.downforce_area_m2 > 0.0 and h.vehicle_path("steady_circle").name == "default.yaml"
+    for seed in range(20):
+        m = mm.draw(seed, 45.0)
+        truth = mm.truth_description(desc, m)
+        assert truth.aerodynamics.downforce_area_m2 == pytest.approx(desc.aerodynamics.downforce_area_m2 * m.downforce)
+        inertia = np.asarray(truth.chassis.inertia_kg_m2)
+        assert np.linalg.eigvalsh(0.5 * np.trace(inertia) * np.eye(3) - inertia).min() > 0.0
+        mass_scale = truth.chassis.mass_kg / desc.chassis.mass_kg
+        assert inertia[2, 2] == pytest.approx(np.asarray(desc.chassis.inertia_kg_m2)[2, 2] * mass_scale * m.yaw_inertia)  # yaw as drawn
 
 
 def test_every_configuration_is_measured_on_the_same_samples(short_scenario):

@@ -83,9 +83,25 @@ MANOEUVRES: dict[str, Callable[[], Manoeuvre]] = {
                                    description="reversing at 4 m/s, weaving (60 deg of steering wheel at 0.1 Hz)"),
     "low_speed": lambda: Manoeuvre("low_speed", 30.0, 2.5, speed=lambda t: 2.5, steering=lambda t: math.radians(180.0) * math.sin(0.2 * math.pi * t),
                                    description="a car park: 2.5 m/s, weaving (180 deg of steering wheel at 0.1 Hz)"),
+    # the vehicle of RACE_CAR (wings: Cz A 3.2 m^2, 42 % front), 10 s at 25 m/s, then a 200 m circle accelerating to 40 m/s
+    # (8 m/s^2, with 3 kN of downforce, a third of the weight, pressing the tires)
+    "race_circle": lambda: _circle("race_circle", 200.0, lambda t: min(25.0 + 0.6 * max(t - LEAD_IN_S, 0.0), 40.0), 25.0, 45.0,
+                                   description="a circle of 200 m accelerating from 25 to 40 m/s at 0.6 m/s^2 (8 m/s^2 lateral), "
+                                               "the race car with wings"),
     "standstill": lambda: Manoeuvre("standstill", 140.0, 15.0, speed=lambda t: 15.0 if t < 10.0 else max(0.0, 15.0 - 3.0 * (t - 10.0)),
                                     path=RoadPath.straight(400.0), description="10 s at 15 m/s, braking at 3 m/s^2 to a stop, 125 s standing"),
 }
+RACE_CAR = "config/vehicles/race_car.yaml"  # `vehicle new` from a 982 kg race car's numbers, with downforce
+VEHICLE_FILES = {"race_circle": RACE_CAR}  # the rest: the default car
+
+
+def vehicle_path(manoeuvre: str) -> Path:
+    """The vehicle file a manoeuvre's truth and observer start from."""
+    from ..paths import default_vehicle_path, find_data_file
+
+    return find_data_file(VEHICLE_FILES[manoeuvre]) if manoeuvre in VEHICLE_FILES else default_vehicle_path()
+
+
 # Where the data can teach the parameters nothing, they must hold (issue 15): (from, to) in s after the start (None: the end)
 HOLD_S = {"standstill": (20.0, None), "reversing": (SKIP_S, None), "low_speed": (SKIP_S, None)}
 FRICTION_STEP_S = 30.0
@@ -106,20 +122,20 @@ def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch:
     """(nominal description, nominal sensor config, mismatch, truth records, samples sorted by receive time) of one
     scenario with the mismatch of ``seed`` (:func:`.mismatch.draw`) or the one given; cached under ``cache_dir`` when
     given (keyed by the inputs and :data:`HARNESS_VERSION`)."""
-    from ..paths import default_sensors_path, default_vehicle_path
+    from ..paths import default_sensors_path
     from ..sensors.mounts import mounts_from_vehicle
     from ..vehicle.description import load_vehicle
     from ..vehicle.detailed import DetailedVehicle
     from .run import run
     from .sensors import SensorSynthesizer, load_sensor_config
 
-    desc = load_vehicle(default_vehicle_path())
+    desc = load_vehicle(vehicle_path(manoeuvre))
     config = load_sensor_config(default_sensors_path())
     m = MANOEUVRES[manoeuvre]()
     mismatch = mismatch if mismatch is not None else mm.draw(seed, m.duration_s)
     key = None
     if cache_dir is not None:
-        text = Path(default_vehicle_path()).read_text() + Path(default_sensors_path()).read_text() + repr((manoeuvre, m.description, m.duration_s, mismatch, HARNESS_VERSION))
+        text = Path(vehicle_path(manoeuvre)).read_text() + Path(default_sensors_path()).read_text() + repr((manoeuvre, m.description, m.duration_s, mismatch, HARNESS_VERSION))
         key = Path(cache_dir) / f"{manoeuvre}_{seed}_{hashlib.sha256(text.encode()).hexdigest()[:16]}.pkl"
         if key.exists():
             try:

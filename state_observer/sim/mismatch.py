@@ -7,7 +7,8 @@ sheet (issue 14):
 * tires of another family: the Magic-Formula characteristic with load sensitivity
   (:mod:`state_observer.vehicle.tire`) where the observer has the linearised TMeasy;
 * parameters: cornering stiffness per axle and longitudinal slip stiffness +-25 %, chassis centre of mass
-  +-5 cm forward and up, yaw inertia +-15 %, mass +-10 %, springs and dampers +-20 %;
+  +-5 cm forward and up, yaw inertia +-15 %, mass +-10 %, springs and dampers +-20 %, aerodynamic downforce
+  (where the car has it) +-15 %;
 * sensors: IMU biases (accelerometer 0.05-0.2 m/s^2, gyroscope 0.1-0.5 deg/s per axis), scale factors
   (+-1 %), the IMU mounted 0.5 deg off the vehicle file's orientation, GNSS with 1.5-2.5 m noise per axis
   and one outage.
@@ -60,6 +61,7 @@ class Mismatch:
     magic_formula: bool = True
     mf_shape: float = MF_SHAPE  # the truth tires' Magic-Formula C and E
     mf_curvature: float = MF_CURVATURE
+    downforce: float = 1.0  # factor on the vehicle file's downforce area (a wind-tunnel figure is not the track's)
 
     def describe(self) -> str:
         c = self.cornering_stiffness
@@ -68,7 +70,8 @@ class Mismatch:
                 f"slip stiffness x{self.longitudinal_stiffness:.2f}, CG {100 * self.cg_forward_m:+.0f} cm fwd {100 * self.cg_up_m:+.0f} cm up, "
                 f"yaw inertia x{self.yaw_inertia:.2f}, mass x{self.mass:.2f}, springs x{self.springs:.2f}, dampers x{self.dampers:.2f}, "
                 f"gyro bias {np.degrees(np.abs(self.gyro_bias_rad_s)).max():.2f} deg/s, accel bias {np.abs(self.accel_bias_m_s2).max():.2f} m/s^2, "
-                f"IMU mount {np.degrees(np.abs(self.imu_mount_error_rpy_rad)).max():.2f} deg off, GNSS {self.gnss_sigma_m:.1f} m")
+                f"IMU mount {np.degrees(np.abs(self.imu_mount_error_rpy_rad)).max():.2f} deg off, GNSS {self.gnss_sigma_m:.1f} m, "
+                f"downforce x{self.downforce:.2f}")
 
 
 def nominal(seed: int = 0) -> Mismatch:
@@ -100,8 +103,10 @@ def draw(seed: int, duration_s: float, gnss_outage: bool = True) -> Mismatch:
     gnss_sigma = float(rng.uniform(1.5, 2.5))
     t0 = float(rng.uniform(duration_s / 3.0, 2.0 * duration_s / 3.0 - 5.0)) if gnss_outage and duration_s > 20.0 else None
     shape, curvature = float(rng.uniform(*MF_SHAPE_RANGE)), float(rng.uniform(*MF_CURVATURE_RANGE))  # drawn last: the rest keeps its draws
+    downforce = factor(0.15)  # after those: every earlier draw stays as it was
     return Mismatch(int(seed), cornering, longitudinal, cg_forward, cg_up, yaw_inertia, mass, springs, dampers, gyro_bias, accel_bias, gyro_scale,
-                    accel_scale, mount, gnss_sigma, None if t0 is None else (t0, t0 + 5.0), mf_shape=shape, mf_curvature=curvature)
+                    accel_scale, mount, gnss_sigma, None if t0 is None else (t0, t0 + 5.0), mf_shape=shape, mf_curvature=curvature,
+                    downforce=downforce)
 
 
 def truth_description(desc, m: Mismatch):
@@ -111,6 +116,12 @@ def truth_description(desc, m: Mismatch):
     chassis_mass = ch.mass_kg + (m.mass - 1.0) * total
     inertia = np.array(ch.inertia_kg_m2, dtype=float) * (chassis_mass / ch.mass_kg)
     inertia[2, 2] *= m.yaw_inertia
+    for _ in range(50):  # a flat car (Izz near Ixx + Iyy): extra yaw inertia, as of a horizontal plate, adds to roll and pitch too
+        deficit = -float(np.linalg.eigvalsh(0.5 * np.trace(inertia) * np.eye(3) - inertia).min())  # principal-moment triangle
+        if deficit <= 0.0:
+            break
+        inertia[0, 0] += 1.01 * deficit + 1e-6 * np.trace(inertia)
+        inertia[1, 1] += 1.01 * deficit + 1e-6 * np.trace(inertia)
     chassis = dataclasses.replace(ch, mass_kg=chassis_mass, inertia_kg_m2=inertia,
                                   com_m=np.asarray(ch.com_m, dtype=float) + np.array([m.cg_forward_m, 0.0, m.cg_up_m]))
     corners = []
@@ -128,7 +139,11 @@ def truth_description(desc, m: Mismatch):
         corners.append(dataclasses.replace(c, tire=tire, spring_damper=spring))
     rpy = np.asarray(desc.sensors.imu_orientation_rpy_rad, dtype=float) + np.asarray(m.imu_mount_error_rpy_rad)
     sensors = dataclasses.replace(desc.sensors, imu_orientation_rpy_rad=rpy)
-    return dataclasses.replace(desc, name=f"{desc.name} (truth, {m.describe()})", chassis=chassis, corners=tuple(corners), sensors=sensors)
+    aero = desc.aerodynamics
+    if aero is not None and aero.downforce_area_m2 > 0.0:
+        aero = dataclasses.replace(aero, downforce_area_m2=aero.downforce_area_m2 * m.downforce)
+    return dataclasses.replace(desc, name=f"{desc.name} (truth, {m.describe()})", chassis=chassis, corners=tuple(corners), sensors=sensors,
+                               aerodynamics=aero)
 
 
 def _static_wheel_load_n(desc, corner) -> float:
