@@ -119,7 +119,7 @@ def test_the_averaged_fixes_are_the_weighted_mean_of_the_fix_errors_so_far():
     samples = [GnssFix(int(t * 1e9), int(t * 1e9), "gnss", *enu.to_geodetic(e, 1.0, 0.0), 0, np.eye(3))
                for t, e in ((1.0, 1.0), (2.0, -1.0), (3.0, 2.0))]
     samples.append(GnssFix(int(2.5e9), int(2.5e9), "gnss", math.nan, math.nan, math.nan, -1, np.zeros((3, 3))))  # no fix: ignored
-    run = h.gnss_averaged_run(truth, samples, config, np.array([1.0, 0.0]), prior_sigma_m=1.0)
+    run = h.gnss_averaged_run(truth, h.gnss_run(None, config, samples), np.array([1.0, 0.0]), prior_sigma_m=1.0)
     np.testing.assert_allclose(run.t, [1.0, 2.0, 3.0])
     np.testing.assert_allclose(run.values["position"], [[0.5, 0.0], [0.0, 0.0], [0.5, 0.0]], atol=1e-6)
 

@@ -129,13 +129,14 @@ def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch:
     from .run import run
     from .sensors import SensorSynthesizer, load_sensor_config
 
-    desc = load_vehicle(vehicle_path(manoeuvre))
+    vehicle_file = vehicle_path(manoeuvre)
+    desc = load_vehicle(vehicle_file)
     config = load_sensor_config(default_sensors_path())
     m = MANOEUVRES[manoeuvre]()
     mismatch = mismatch if mismatch is not None else mm.draw(seed, m.duration_s)
     key = None
     if cache_dir is not None:
-        text = Path(vehicle_path(manoeuvre)).read_text() + Path(default_sensors_path()).read_text() + repr((manoeuvre, m.description, m.duration_s, mismatch, HARNESS_VERSION))
+        text = Path(vehicle_file).read_text() + Path(default_sensors_path()).read_text() + repr((manoeuvre, m.description, m.duration_s, mismatch, HARNESS_VERSION))
         key = Path(cache_dir) / f"{manoeuvre}_{seed}_{hashlib.sha256(text.encode()).hexdigest()[:16]}.pkl"
         if key.exists():
             try:
@@ -270,26 +271,25 @@ def run_baseline(kind: str, desc, config, manoeuvre: Manoeuvre, t0_s: float, sam
 
 def gnss_run(desc, config, samples: list) -> Run:
     """The raw GNSS fixes as an estimate of base_link's position (antenna moved by the true heading is not
-    available to a user: the antenna position itself, as a user plotting fixes sees it)."""
+    available to a user: the antenna position itself, as a user plotting fixes sees it); ``extra["variance"]`` each
+    fix's published east variance (m^2)."""
     enu = config.gnss_fix.datum.local_enu()
-    rows = [(s.stamp_ns * 1e-9, enu.to_enu(s.latitude_deg, s.longitude_deg, s.altitude_m)[:2]) for s in samples
-            if isinstance(s, GnssFix) and s.status >= 0 and math.isfinite(s.latitude_deg)]
+    rows = [(s.stamp_ns * 1e-9, enu.to_enu(s.latitude_deg, s.longitude_deg, s.altitude_m)[:2], s.position_covariance_enu_m2[0, 0])
+            for s in samples if isinstance(s, GnssFix) and s.status >= 0 and math.isfinite(s.latitude_deg)]
     rows.sort(key=lambda r: r[0])
-    return Run(np.array([r[0] for r in rows]), dict(position=np.array([r[1] for r in rows])))
+    return Run(np.array([r[0] for r in rows]), dict(position=np.array([r[1] for r in rows])), dict(variance=np.array([r[2] for r in rows])))
 
 
-def gnss_averaged_run(truth: Run, samples: list, config, antenna_xy_m: np.ndarray, prior_sigma_m: float) -> Run:
-    """The fixes averaged with the motion known exactly: at each fix, base_link's true position plus the inverse-variance
-    weighted mean of the fix errors so far, after a start prior of ``prior_sigma_m`` (the observer's).  No causal filter
-    given these fixes and that start can do better: the position figure's lower bound on this harness."""
-    fixes = gnss_run(None, config, samples)
+def gnss_averaged_run(truth: Run, fixes: Run, antenna_xy_m: np.ndarray, prior_sigma_m: float) -> Run:
+    """The fixes (:func:`gnss_run`) averaged with the motion known exactly: at each fix, base_link's true position plus
+    the inverse-variance weighted mean of the fix errors so far, after a start prior of ``prior_sigma_m`` (the
+    observer's).  No causal filter given these fixes and that start can do better: the position figure's lower bound
+    on this harness."""
     if not len(fixes.t):
         return Run(fixes.t, dict(position=np.zeros((0, 2))))
-    variance = np.array([s.position_covariance_enu_m2[0, 0] for s in sorted((s for s in samples if isinstance(s, GnssFix) and s.status >= 0
-                                                                              and math.isfinite(s.latitude_deg)), key=lambda s: s.stamp_ns)])
     t, at_antenna, _ = aligned(truth, fixes, antenna_xy_m)
     _, at_base, _ = aligned(truth, fixes)
-    weight = 1.0 / np.maximum(variance, 1e-6)
+    weight = 1.0 / np.maximum(fixes.extra["variance"], 1e-6)
     mean_error = np.cumsum(weight[:, None] * (fixes.values["position"] - at_antenna["position"]), axis=0)
     mean_error /= (1.0 / prior_sigma_m**2 + np.cumsum(weight))[:, None]
     return Run(t, dict(position=at_base["position"] + mean_error))
@@ -361,9 +361,10 @@ def evaluate_scenario(manoeuvre: str, seed: int, cache_dir: Path | None = None, 
     out: dict = {"mismatch": {"description": mismatch.describe()}}
     out["zero_sideslip"] = run_metrics(truth, Run(truth.t, dict(sideslip=np.zeros(len(truth.t)))))
     antenna_xy = np.asarray(desc.sensors.gnss_antenna_position_m)[:2]
-    out["gnss"] = run_metrics(truth, gnss_run(desc, config, samples), antenna_xy_m=antenna_xy)
+    fixes = gnss_run(desc, config, samples)
+    out["gnss"] = run_metrics(truth, fixes, antenna_xy_m=antenna_xy)
     start_sigma = float(ErrorEkfSettings().initial_position_sigma[0])  # the observer's prior on a given start position
-    out["gnss_averaged"] = run_metrics(truth, gnss_averaged_run(truth, samples, config, antenna_xy, start_sigma))
+    out["gnss_averaged"] = run_metrics(truth, gnss_averaged_run(truth, fixes, antenna_xy, start_sigma))
     for name in ("kinematic_ekf", "single_track"):
         out[name] = run_metrics(truth, run_baseline(name, desc, config, m, truths[0].t_s, samples))
     for i, observer in enumerate(observers):

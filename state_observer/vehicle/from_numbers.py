@@ -622,7 +622,6 @@ def _aero_and_sensors(template, ref: Characteristics, L, h, tracks, n: CarNumber
             aero["downforce_area_m2"] = n.downforce_area
             aero["centre_of_pressure_m"][0] = x_rear + balance * L
             notes["aero_balance"] = "given" if n.aero_balance is not None else "the weight's (CG position)"
-    notes.setdefault("aero_balance", "no downforce")
     s = template.sensors
     sensors = {"imu": {"frame_id": s.imu_frame_id, "position_m": moved(s.imu_position_m),
                        "orientation_rpy_rad": [float(v) for v in s.imu_orientation_rpy_rad]},
