@@ -180,6 +180,68 @@ def test_published_tire_forces_carry_the_lateral_correction_as_cornering_forces(
     assert sum(a * x for a, x in zip(across, x_w)) == pytest.approx(150.0, rel=0.02)
 
 
+@pytest.mark.parametrize("force_n", [800.0, -1500.0])
+def test_without_measured_torques_the_longitudinal_correction_drives_the_wheels(force_n):
+    """Unknown wheel torques: the force correction along the heading moves into the estimated drive (brake) force, which
+    the model's wheels then carry as torque F r_i split as the vehicle file's drive (brake) torque limits; the tires
+    settle at that force, and the longitudinal error walks by ``unknown_torque_walk``."""
+    f = new_filter()
+    f.torques_known = False
+    for _ in range(10):
+        assert f.predict()
+        f.correct()
+    v = f.vehicle
+    fx_before = v.tire_forces_n[:, 0].sum()
+    yaw = float(v.solver.q[5])
+    v.force_correction[:2] = force_n * np.array([np.cos(yaw), np.sin(yaw)])
+    v.force_correction[:2] += 50.0 * np.array([-np.sin(yaw), np.cos(yaw)])  # across the car: stays a correction
+    assert f.predict()
+    f.correct()
+    assert f.unknown_drive_force_n == pytest.approx(force_n, rel=1e-9)
+    along = np.cos(yaw) * v.force_correction[0] + np.sin(yaw) * v.force_correction[1]
+    across = -np.sin(yaw) * v.force_correction[0] + np.cos(yaw) * v.force_correction[1]
+    assert abs(along) < 1e-6 and across == pytest.approx(50.0 * np.exp(-f.dt / f.settings.force_memory_s), rel=1e-6)
+    desc = v.desc
+    limits = np.array([c.max_drive_torque_n_m if force_n > 0 else c.max_brake_torque_n_m for c in desc.corners])
+    torque = v.drive_torque_n_m if force_n > 0 else v.brake_torque_n_m
+    np.testing.assert_allclose(torque, abs(force_n) * limits / limits.sum() * v.contact.r_s, rtol=0.01)
+    assert not (v.brake_torque_n_m if force_n > 0 else v.drive_torque_n_m).any()
+    for _ in range(100):  # 0.4 s: the wheels' slip settles
+        assert f.predict()
+        f.correct()
+    assert v.tire_forces_n[:, 0].sum() - fx_before == pytest.approx(force_n, rel=0.1)
+    k = 2 * N + f.force_names.index("longitudinal")
+    assert f.plant[k, k] == pytest.approx(f.settings.unknown_torque_walk**2 * f.dt)
+    f.torques_known = True  # measured torques again: the estimate is dropped
+    for _ in range(5):
+        assert f.predict()
+    assert f.unknown_drive_force_n == 0.0 and f.plant[k, k] == pytest.approx(f.settings.force_walk["longitudinal"] ** 2 * f.dt, rel=0.5)
+
+
+def test_one_speed_on_both_wheels_of_an_axle_is_the_mean_of_their_rates():
+    """A data set's vehicle speed put on both front wheels (the same number) is measured as the axle's mean rate: in a
+    turn, where the model's front wheels turn at different rates, a speed equal to their mean changes nothing; taken
+    per wheel it would pull both to it and tell the gyroscope the car does not turn."""
+    f = new_filter()
+    f.vehicle.set_inputs(3.0, [100.0, 100.0, 0.0, 0.0], [0.0] * 4)
+    for _ in range(100):
+        assert f.predict()
+        f.correct()
+    assert f.predict()
+    rates = f.vehicle.solver.qd[10:14].copy()
+    assert abs(rates[0] - rates[1]) > 0.01 * abs(rates[0])  # the model turns
+    np.testing.assert_array_equal(ekf.axle_speeds([5.0, 5.0, np.nan, np.nan]), [True, False])
+    np.testing.assert_array_equal(ekf.axle_speeds(rates), [False, False])
+    np.testing.assert_array_equal(ekf.axle_speeds([0.0, 0.0, 1.0, 2.0]), [False, False])  # standing wheels are wheels
+    speed = 0.5 * (rates[0] + rates[1])
+    P = f.P.copy()
+    assert f.update_wheel_rates(np.array([speed, speed, np.nan, np.nan]), 0.05)
+    np.testing.assert_allclose(f.x, 0.0, atol=1e-12)
+    assert np.trace(f.P) < np.trace(P)  # it was used
+    assert f.update_wheel_rates(np.array([speed + 0.5, speed + 0.5, np.nan, np.nan]), 0.05)
+    assert f.x[N + 10] + f.x[N + 11] > 0.0  # the axle's mean rate follows the faster speed
+
+
 @pytest.mark.parametrize("speed", [15.0, 2.5])
 def test_plant_noise_across_the_heading_falls_with_the_square_of_a_low_speed(speed):
     """White acceleration along the heading at its intensity; across it the same above lateral_plant_speed_m_s (10 m/s)

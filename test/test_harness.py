@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from state_observer.sensors.samples import GnssFix
 from state_observer.sim import harness as h
 from state_observer.sim import mismatch as mm
 
@@ -93,9 +94,10 @@ def test_the_race_cars_truth_has_its_downforce_drawn_and_a_physical_body():
 def test_every_configuration_is_measured_on_the_same_samples(short_scenario):
     r = short_scenario
     assert set(r) == {"mismatch", "zero_sideslip", "gnss", "gnss_averaged", "kinematic_ekf", "single_track", "spi_reduced", "open_loop",
-                      "spi_reduced_no_gnss"}
+                      "spi_reduced_no_gnss", "spi_reduced_speed_only"}
     assert "Magic Formula" in r["mismatch"]["description"]
-    for config in ("spi_reduced", "spi_reduced_no_gnss", "open_loop"):
+    assert r["spi_reduced_speed_only"]["mass_observed"] == 0.0  # no torques: the mass is not observable and says so
+    for config in ("spi_reduced", "spi_reduced_no_gnss", "spi_reduced_speed_only", "open_loop"):
         for key in ("position_rmse_m", "sideslip_rmse_deg", "yaw_rate_rmse_dps", "tire_force_nrmse_lat", "mass_error_pct"):
             assert math.isfinite(r[config][key]), (config, key)
     assert r["spi_reduced"]["position_rmse_m"] < r["gnss"]["position_rmse_m"]  # the fixes alone are worse
@@ -104,6 +106,28 @@ def test_every_configuration_is_measured_on_the_same_samples(short_scenario):
     assert 0.0 <= r["spi_reduced"]["sideslip_2sigma_coverage"] <= 1.0
     assert r["zero_sideslip"]["sideslip_rmse_deg"] == pytest.approx(r["zero_sideslip"]["truth_sideslip_rms_deg"])
     assert {"nis_gyroscope", "nis_gnss_fix"} <= set(r["spi_reduced"])
+
+
+def test_speed_only_samples_hold_what_the_real_race_car_recording_holds():
+    """IMU yaw rate and horizontal accelerations (the other axes missing, per-axis sigmas), one speed on the undriven
+    wheels (the default car drives its front wheels), no torques, no encoder angles; GNSS and steering untouched."""
+    from state_observer.paths import default_vehicle_path
+    from state_observer.sensors.samples import ImuSample, WheelSample
+    from state_observer.vehicle.description import load_vehicle
+
+    desc = load_vehicle(default_vehicle_path())
+    assert [c.max_drive_torque_n_m > 0 for c in desc.corners] == [True, True, False, False]
+    imu = ImuSample(1, 1, "imu_link", np.array([0.1, 0.2, 0.3]), np.array([1.0, 2.0, 9.8]), 0.01, np.array([0.1, 0.2, 0.1]))
+    wheels = WheelSample(2, 2, np.ones(4), np.array([50.0, 52.0, 51.0, 53.0]), np.full(4, 100.0))
+    fix = GnssFix(3, 3, "gnss", 1.0, 2.0, 3.0, 0, np.eye(3))
+    out = h.speed_only([imu, wheels, fix], desc)
+    np.testing.assert_array_equal(out[0].angular_velocity_rad_s, [np.nan, np.nan, 0.3])
+    np.testing.assert_array_equal(out[0].linear_acceleration_m_s2, [1.0, 2.0, np.nan])
+    np.testing.assert_array_equal(out[0].angular_velocity_sigma, [np.nan, np.nan, 0.01])
+    np.testing.assert_array_equal(out[0].linear_acceleration_sigma, [0.2, 0.2, np.nan])
+    np.testing.assert_array_equal(out[1].rate_rad_s, [np.nan, np.nan, 52.0, 52.0])
+    assert np.isnan(out[1].torque_n_m).all() and np.isnan(out[1].angle_rad).all()
+    assert out[2] is fix
 
 
 def test_the_averaged_fixes_are_the_weighted_mean_of_the_fix_errors_so_far():

@@ -132,6 +132,10 @@ class ErrorEkfSettings:
     # the force correction fades with this time constant (s; 0: kept): a correction the measurements stop asking for, one
     # learnt for forces the car no longer has, does not stay (a first-order Gauss-Markov force error instead of a random walk)
     force_memory_s: float = 3.0
+    # Without measured wheel torques the longitudinal force error stands for the unknown drive and brake force: it is then
+    # a random walk of this size per sqrt(s) (N), kept rather than faded, and goes onto the wheels as their torque
+    # (:meth:`VehicleErrorEKF._torques_from_correction`)
+    unknown_torque_walk: float = 1000.0
     imu_biases: bool = True
     gyro_bias_sigma: float = 0.01  # rad/s (0.6 deg/s)
     gyro_bias_walk: float = 2e-5  # rad/s per sqrt(s) (a MEMS gyroscope's bias wanders by a few deg/h)
@@ -479,6 +483,13 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._axle_x_m = ((float(desc.corners[0].wheel_centre_m[0]), float(desc.corners[2].wheel_centre_m[0])) if desc is not None
                           else (0.0, 0.0))  # front and rear axle ahead of base_link
         self._work = np.zeros((n, n))
+        # wheel torques: measured (set by the caller), or estimated from the longitudinal force correction
+        self.torques_known = True
+        self.unknown_drive_force_n = 0.0  # the drive (+) or brake (-) force along the heading that unknown torques give (N)
+        self._long_col = self.force_names.index("longitudinal") if "longitudinal" in self.force_names else -1
+        corners = desc.corners if desc is not None else ()
+        self._drive_share = _shares([c.max_drive_torque_n_m for c in corners])
+        self._brake_share = _shares([c.max_brake_torque_n_m for c in corners])
         self._compiled_sensors = True  # the IMU update in one compiled call (the sensor models of the 14-DOF state)
 
     def _extra_values(self, forces: dict, gyro: float, accel: float, gyro_scale: float, parameters: dict) -> np.ndarray:
@@ -508,10 +519,12 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._steps_since_transition = 0
         self._previous_scales = None
         self._correction_yaw = None
+        self.unknown_drive_force_n = 0.0
 
     def predict(self) -> bool:
         """Advance the model one step (inputs already set on the vehicle) and propagate P."""
         v = self.vehicle
+        self._torques_from_correction()
         if self._correction_decay < 1.0:
             v.force_correction *= self._correction_decay
         self._turn_correction_with_heading()
@@ -554,6 +567,33 @@ class VehicleErrorEKF(SensorBookkeeping):
             fc = self.vehicle.force_correction
             fc[0], fc[1] = c * fc[0] - s * fc[1], s * fc[0] + c * fc[1]
         self._correction_yaw = yaw
+
+    def _torques_from_correction(self) -> None:
+        """Without measured wheel torques (the model's are zero, a guess), the force correction's part along the heading is
+        the car's unknown drive or brake force: it moves into :attr:`unknown_drive_force_n`, which is kept (not faded) and
+        drives the model's wheels as torques, F r_i split as the vehicle file's torque limits (drive along the direction
+        of travel on the driven wheels, brake against it on all), so the tires carry it through their slip as they carry a
+        measured torque's: the published longitudinal forces, and the combined slip that takes lateral grip, follow it."""
+        if self.torques_known:
+            self.unknown_drive_force_n = 0.0
+            return
+        if self._long_col < 0:
+            return
+        v = self.vehicle
+        yaw = float(v.solver.q[5])
+        c, s = math.cos(yaw), math.sin(yaw)
+        fc = v.force_correction
+        along = c * fc[0] + s * fc[1]
+        fc[0] -= c * along
+        fc[1] -= s * along
+        force = self.unknown_drive_force_n = self.unknown_drive_force_n + along
+        radius = np.maximum(v.contact.r_s, 0.05)
+        speed = c * v.solver.qd[0] + s * v.solver.qd[1]
+        zero = np.zeros(4)
+        if force * speed >= 0.0:  # drives the car the way it goes (or starts it)
+            v.set_inputs(v.steering_wheel_angle_rad, force * self._drive_share * radius, zero)
+        else:
+            v.set_inputs(v.steering_wheel_angle_rad, zero, abs(force) * self._brake_share * radius)
 
     def _heading_frame(self, yaw: float) -> None:
         """The force-error directions (along and across the heading at base_link, yaw) and the plant noise of x and y
@@ -598,6 +638,10 @@ class VehicleErrorEKF(SensorBookkeeping):
             change = np.abs(scale - self._previous_scales) / math.sqrt(self.dt * s.transition_every_steps)
         self._previous_scales = scale
         walk = np.array([s.force_walk[name] for name in self.force_names]) + s.force_walk_saturation * excess**2 * scale + s.force_walk_rate * change
+        if self._long_col >= 0:  # the unknown drive force is a random walk of its own (kept, not faded)
+            unknown = not self.torques_known
+            walk[self._long_col] = s.unknown_torque_walk if unknown else walk[self._long_col]
+            self._extra_decay[self._long_col] = 1.0 if unknown else self._correction_decay
         for k in range(len(self.force_names)):
             self.plant[2 * N + k, 2 * N + k] = walk[k] ** 2 * self.dt
 
@@ -774,13 +818,22 @@ class VehicleErrorEKF(SensorBookkeeping):
             return False
         var = sigma**2 + np.square(self.settings.wheel_rate_model_sigma * self.vehicle.solver.qd[10:14])
         stats = self.stats["wheel_rates"]
-        if (self._compiled_sensors and keep.all() and "wheel_rates" in self.settings.enabled_sensors
+        speeds = axle_speeds(rates)
+        if (self._compiled_sensors and keep.all() and not speeds.any() and "wheel_rates" in self.settings.enabled_sensors
                 and stats.consecutive_rejections < self.settings.relock_after):
             innovation = np.empty(4)
             nis = _wheel_rate_block(self.x, self.P, self.vehicle.solver.qd, rates, var, self.gate(4), innovation)
             return record_update(stats, innovation, nis)
         h, H = self._h_wheel_rates()
-        return self._apply("wheel_rates", rates[keep], h[keep], H[keep], np.diag(var[keep]))
+        # rows: each wheel that reports, except that an axle whose two wheels report one speed gives one row, the mean of
+        # its wheels' rates (a speed put on both wheels does not say that they turn alike: in a turn they do not)
+        T = np.diag(keep.astype(float))
+        for axle in np.flatnonzero(speeds):
+            T[2 * axle, 2 * axle : 2 * axle + 2] = 0.5
+            T[2 * axle + 1] = 0.0
+        rows = T.any(axis=1)
+        T = T[rows]
+        return self._apply("wheel_rates", T @ np.where(keep, rates, 0.0), T @ h, T @ H, np.diag(var[rows]))
 
     def update_standstill(self, velocity_sigma_m_s: float = 0.01, rate_sigma_rad_s: float = 0.002) -> bool:
         """Zero-velocity update of a car standing still (the wheels say so): base_link's ENU velocity (m/s) and body
@@ -1056,6 +1109,19 @@ def detailed_settings() -> ErrorEkfSettings:
         initial_position_sigma=np.array([1.0, 1.0, 0.01, 0.005, 0.005, 0.005] + [0.005] * 4 + [0.1] * 4),
         initial_velocity_sigma=np.array([0.1, 0.1, 0.02, 0.01, 0.01, 0.01] + [0.02] * 4 + [0.5] * 4),
     )
+
+
+def axle_speeds(rates_rad_s: np.ndarray) -> np.ndarray:
+    """Per axle (front, rear), whether its two wheels report the same finite rate: one speed put on both wheels (a data
+    set with a vehicle speed rather than wheel speeds), not two wheels turning alike."""
+    r = np.asarray(rates_rad_s, float)
+    return np.array([bool(np.isfinite(r[a]) and r[a] == r[a + 1] and r[a] != 0.0) for a in (0, 2)])
+
+
+def _shares(values) -> np.ndarray:
+    """Each wheel's share of a sum split as ``values`` (fl fr rl rr; equal shares where they are all zero or missing)."""
+    v = np.maximum(np.asarray(values, float), 0.0) if len(values) == 4 else np.zeros(4)
+    return v / v.sum() if v.sum() > 0.0 else np.full(4, 0.25)
 
 
 def _per_axis(value: np.ndarray) -> np.ndarray:

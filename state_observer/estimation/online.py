@@ -45,7 +45,7 @@ from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, 
 from ..conventions import quaternion_to_matrix
 from ..vehicle.state import VehicleState
 from ..vehicle.reduced_kernels import body_rate_into, euler_rotation_into
-from .errorekf import N, DetailedErrorEKF, VehicleErrorEKF, detailed_settings
+from .errorekf import N, DetailedErrorEKF, VehicleErrorEKF, axle_speeds, detailed_settings
 from .spi import CONVERGED
 
 OBSERVERS = ("spi_reduced", "errorekf_fe_reduced", "errorekf_detailed")
@@ -788,6 +788,8 @@ class OnlineObserver:
             rates = np.asarray(sample.rate_rad_s, float)
             accepted = f.update_wheel_rates(rates, s.wheel_rate_sigma_rad_s)
             count["applied" if accepted else "rejected by the gate"] += 1
+            if axle_speeds(rates).any():
+                count["one rate on both wheels of an axle (used as the axle's speed)"] += 1
             if s.standstill_updates and hasattr(f, "update_standstill") and self._standing(sample.stamp_ns, rates):
                 count["zero-velocity update" if f.update_standstill() else "zero-velocity update rejected"] += 1
 

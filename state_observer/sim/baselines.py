@@ -174,8 +174,10 @@ class KinematicEKF:
         return [VYAW, AX, AY], np.array([w[2], ax, ay]), np.diag([var_w, var_a, var_a])
 
     def _wheel(self, m: WheelSample):
-        vx = float(np.mean(np.asarray(m.rate_rad_s, dtype=float) * self.wheel_radius_m))
-        return [VX, VY], np.array([vx, 0.0]), np.diag(self.wheel_variances)
+        speeds = np.asarray(m.rate_rad_s, dtype=float) * self.wheel_radius_m
+        if not np.isfinite(speeds).any():
+            return [], np.zeros(0), np.zeros((0, 0))
+        return [VX, VY], np.array([float(np.nanmean(speeds)), 0.0]), np.diag(self.wheel_variances)
 
     def _gnss(self, m: GnssFix):
         antenna = self.datum.to_enu(m.latitude_deg, m.longitude_deg, m.altitude_m)[:2]
@@ -342,7 +344,9 @@ class LinearSingleTrack:
             self.delta_rad = float(sample.steering_wheel_angle_rad) / self.steering_ratio
         elif isinstance(sample, WheelSample):
             self.advance_to(sample.stamp_ns)
-            self.vx_m_s = float(np.mean(np.asarray(sample.rate_rad_s, dtype=float) * self.wheel_radius_m))
+            speeds = np.asarray(sample.rate_rad_s, dtype=float) * self.wheel_radius_m
+            if np.isfinite(speeds).any():  # the wheels that report (a data set may give one speed on some wheels only)
+                self.vx_m_s = float(np.nanmean(speeds))
 
     def state(self) -> BaselineState:
         vy_base = self.vy_m_s - self.r_rad_s * self.cg_x_m

@@ -33,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..sensors.samples import GnssFix
+from ..sensors.samples import GnssFix, ImuSample, WheelSample
 from . import mismatch as mm
 from .evaluate import error_metrics, sideslip
 from .manoeuvres import Manoeuvre, Path as RoadPath, sine_with_dwell, step_steer
@@ -158,6 +158,29 @@ def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch:
         tmp.write_bytes(pickle.dumps((truths, samples)))
         tmp.replace(key)
     return desc, config, mismatch, truths, samples
+
+
+def speed_only(samples: list, desc) -> list:
+    """The samples a data set like the issue's real race-car recording holds (issue 14: IMU yaw rate and horizontal
+    accelerations, one speed, the steering; no GNSS, no torques): the IMU's roll and pitch rates and vertical acceleration
+    marked missing (NaN, per-axis sigmas), the wheels' torques unknown and their rates replaced by one speed, the undriven
+    wheels' mean rate, on the undriven wheels only (a driven wheel's rate is not the speed; every wheel where all are
+    driven).  GNSS is left to :func:`run_observer` (``gnss=False``)."""
+    driven = np.array([c.max_drive_torque_n_m > 0.0 for c in desc.corners])
+    free = ~driven if (~driven).any() else np.ones(4, dtype=bool)
+    gyro_axes, accel_axes = np.array([np.nan, np.nan, 1.0]), np.array([1.0, 1.0, np.nan])
+    out = []
+    for sample in samples:
+        if isinstance(sample, ImuSample):
+            sample = sample._replace(angular_velocity_rad_s=np.asarray(sample.angular_velocity_rad_s, float) * gyro_axes,
+                                     linear_acceleration_m_s2=np.asarray(sample.linear_acceleration_m_s2, float) * accel_axes,
+                                     angular_velocity_sigma=np.nanmax(sample.angular_velocity_sigma) * gyro_axes,
+                                     linear_acceleration_sigma=np.nanmax(sample.linear_acceleration_sigma) * accel_axes)
+        elif isinstance(sample, WheelSample):
+            speed = float(np.nanmean(np.asarray(sample.rate_rad_s, float)[free]))
+            sample = sample._replace(angle_rad=np.full(4, np.nan), rate_rad_s=np.where(free, speed, np.nan), torque_n_m=np.full(4, np.nan))
+        out.append(sample)
+    return out
 
 
 def truth_run(truths: list) -> Run:
@@ -378,6 +401,9 @@ def evaluate_scenario(manoeuvre: str, seed: int, cache_dir: Path | None = None, 
             out["open_loop"] = run_metrics(truth, open_loop, step_s)
         est, _ = run_observer(desc, config, m, samples, observer, gnss=False)
         out[f"{observer}_no_gnss"] = run_metrics(truth, est, step_s)
+        if i == 0:
+            est, _ = run_observer(desc, config, m, speed_only(samples, desc), observer, gnss=False)
+            out[f"{observer}_speed_only"] = run_metrics(truth, est, step_s)
     return out
 
 
@@ -430,7 +456,7 @@ COLUMNS = (("position_rmse_m", "pos m", 1.0), ("sideslip_rmse_deg", "beta deg", 
            ("mass_error_pct", "mass %", 1.0), ("cornering_error_pct", "Cy %", 1.0), ("friction_abs_error", "mu err", 1.0), ("sideslip_2sigma_coverage", "beta 2s", 100.0),
            ("tire_force_2sigma_coverage", "F 2s", 100.0))
 ORDER = ("spi_reduced", "errorekf_fe_reduced", "open_loop", "kinematic_ekf", "gnss", "gnss_averaged", "zero_sideslip", "spi_reduced_no_gnss",
-         "errorekf_fe_reduced_no_gnss", "single_track")
+         "errorekf_fe_reduced_no_gnss", "spi_reduced_speed_only", "single_track")
 
 
 def format_table(summary: dict) -> str:
@@ -494,6 +520,10 @@ def targets(summary: dict, observer: str = "spi_reduced") -> list[dict]:
         if "sideslip_rmse_deg" in o_free and single is not None:
             goal(name, f"without GNSS: sideslip below the linear single-track model ({single:.3f} deg)", o_free["sideslip_rmse_deg"],
                  o_free["sideslip_rmse_deg"] < single)
+        o_speed = table.get(f"{observer}_speed_only", {})
+        if "sideslip_rmse_deg" in o_speed and single is not None:
+            goal(name, f"speed only (no GNSS, no torques, IMU r ax ay): sideslip below the single-track model ({single:.3f} deg)",
+                 o_speed["sideslip_rmse_deg"], o_speed["sideslip_rmse_deg"] < single)
     return out
 
 
