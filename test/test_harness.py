@@ -108,6 +108,29 @@ def test_every_configuration_is_measured_on_the_same_samples(short_scenario):
     assert {"nis_gyroscope", "nis_gnss_fix"} <= set(r["spi_reduced"])
 
 
+def test_a_circuit_from_segments_closes_and_its_speed_profile_keeps_the_limits():
+    """The race lap's circuit: four straights and four 90 deg corners close on themselves, arcs have the radius asked;
+    the speed profile never asks more than the lateral limit in a corner (v^2 / R), nor more than the acceleration and
+    braking rates along the path (by hand: 400 m at 2.5 m/s^2 from 25 m/s ends at 50 m/s at most)."""
+    from state_observer.sim.manoeuvres import Path, speed_profile
+
+    segments = []
+    for straight_m, radius_m in ((400.0, 50.0), (150.0, 100.0), (400.0, 50.0), (150.0, 100.0)):
+        segments += [(straight_m, 0.0), (0.5 * math.pi * radius_m, 1.0 / radius_m)]
+    path = Path.from_segments(segments, closed=True)
+    assert np.linalg.norm(path.xy[-1] - path.xy[0]) < 0.3  # one 0.25 m step from the start
+    corner = (path.s > 400.0 + 5.0) & (path.s < 400.0 + 0.5 * math.pi * 50.0 - 5.0)
+    centre = np.array([400.0, 50.0])
+    np.testing.assert_allclose(np.linalg.norm(path.xy[corner] - centre, axis=1), 50.0, atol=1e-3)
+    speed = speed_profile(path, 6.5, 2.5, 6.0, 25.0, laps=2, lead_s=0.0)
+    t = np.arange(0.0, 80.0, 0.01)
+    v = np.array([speed(x) for x in t])
+    assert v[0] == 25.0 and v.max() <= math.sqrt(25.0**2 + 2 * 2.5 * 400.0) + 1e-6
+    a = np.diff(v) / 0.01
+    assert a.max() <= 2.5 * 1.01 and a.min() >= -6.0 * 1.01
+    assert v.min() == pytest.approx(math.sqrt(6.5 * 50.0), rel=1e-3)  # the tight corners at the lateral limit
+
+
 def test_speed_only_samples_hold_what_the_real_race_car_recording_holds():
     """IMU yaw rate and horizontal accelerations (the other axes missing, per-axis sigmas), one speed on the undriven
     wheels (the default car drives its front wheels), no torques, no encoder angles; GNSS and steering untouched."""

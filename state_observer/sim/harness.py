@@ -36,7 +36,7 @@ import numpy as np
 from ..sensors.samples import GnssFix, ImuSample, WheelSample
 from . import mismatch as mm
 from .evaluate import error_metrics, sideslip
-from .manoeuvres import Manoeuvre, Path as RoadPath, sine_with_dwell, step_steer
+from .manoeuvres import Manoeuvre, Path as RoadPath, sine_with_dwell, speed_profile, step_steer
 
 SKIP_S = 10.0  # metrics after the observer's first 10 s (the external evaluation's window)
 STAMP_OFFSET_S = 1.0  # truth and samples start here, not at 0 (a zero stamp is "no stamp" to the observer)
@@ -58,6 +58,22 @@ def _circle(name: str, radius_m: float, speed: Callable[[float], float], v0: flo
 def _lane_change() -> Manoeuvre:
     return Manoeuvre("double_lane_change", 25.0, 16.7, speed=lambda t: 16.7, path=RoadPath.lane_change(lead_m=200.0),
                      description="12 s straight at 16.7 m/s, double lane change (3.5 m), 8 s straight")
+
+
+LAP_LATERAL, LAP_ACCEL, LAP_BRAKE = 6.5, 2.5, 6.0  # m/s^2
+
+
+def _race_lap() -> Manoeuvre:
+    """The race car on a closed circuit (400 m and 150 m straights, 90 deg corners of 50 and 100 m), as fast as LAP_LATERAL
+    across the car allows, accelerating at LAP_ACCEL and braking at LAP_BRAKE: 16-41 m/s, like the issue's real race-car
+    recording (16-61 m/s)."""
+    segments = []
+    for straight_m, radius_m in ((400.0, 50.0), (150.0, 100.0), (400.0, 50.0), (150.0, 100.0)):
+        segments += [(straight_m, 0.0), (0.5 * math.pi * radius_m, 1.0 / radius_m)]
+    path = RoadPath.from_segments(segments, closed=True)
+    return Manoeuvre("race_lap", 60.0, 30.0, speed=speed_profile(path, LAP_LATERAL, LAP_ACCEL, LAP_BRAKE, 30.0, laps=2), path=path,
+                     description="the race car on a 1.6 km circuit (straights of 400 and 150 m, 90 deg corners of 50 and 100 m): "
+                                 f"{LAP_LATERAL:g} m/s^2 in the corners, accelerating at {LAP_ACCEL:g} and braking at {LAP_BRAKE:g} m/s^2")
 
 
 def _speed_changes() -> Manoeuvre:
@@ -88,11 +104,12 @@ MANOEUVRES: dict[str, Callable[[], Manoeuvre]] = {
     "race_circle": lambda: _circle("race_circle", 200.0, lambda t: min(25.0 + 0.6 * max(t - LEAD_IN_S, 0.0), 40.0), 25.0, 45.0,
                                    description="a circle of 200 m accelerating from 25 to 40 m/s at 0.6 m/s^2 (8 m/s^2 lateral), "
                                                "the race car with wings"),
+    "race_lap": _race_lap,
     "standstill": lambda: Manoeuvre("standstill", 140.0, 15.0, speed=lambda t: 15.0 if t < 10.0 else max(0.0, 15.0 - 3.0 * (t - 10.0)),
                                     path=RoadPath.straight(400.0), description="10 s at 15 m/s, braking at 3 m/s^2 to a stop, 125 s standing"),
 }
 RACE_CAR = "config/vehicles/race_car.yaml"  # `vehicle new` from a 982 kg race car's numbers, with downforce
-VEHICLE_FILES = {"race_circle": RACE_CAR}  # the rest: the default car
+VEHICLE_FILES = {"race_circle": RACE_CAR, "race_lap": RACE_CAR}  # the rest: the default car
 
 
 def vehicle_path(manoeuvre: str) -> Path:

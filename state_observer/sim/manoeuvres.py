@@ -25,6 +25,7 @@ class Path:
         if xy.ndim != 2 or xy.shape[1] != 2 or len(xy) < 2:
             raise ValueError("a path needs at least two (x, y) points")
         self.xy, self.closed = xy, closed
+        self.curvature: np.ndarray | None = None  # 1/m per sample, for a path built from segments (:meth:`from_segments`)
         seg = np.linalg.norm(np.diff(xy, axis=0), axis=1)
         self.s = np.concatenate([[0.0], np.cumsum(seg)])
         self._last = 0
@@ -73,9 +74,43 @@ class Path:
         return Path(np.vstack([straight] + [Path.circle(radius_m, spacing_m=spacing_m).xy] * laps))
 
     @staticmethod
+    def from_segments(segments, spacing_m: float = 0.25, closed: bool = False) -> "Path":
+        """A path from the origin heading east through (length m, curvature 1/m, + left) segments: 0 for a straight, 1/R
+        for an arc; its :attr:`curvature` (1/m) per sample is kept for a speed profile (:func:`speed_profile`)."""
+        ds, kappa = [], []
+        for length, curvature in segments:
+            n = max(int(round(length / spacing_m)), 1)
+            ds.append(np.full(n, length / n))
+            kappa.append(np.full(n, float(curvature)))
+        ds, kappa = np.concatenate(ds), np.concatenate(kappa)
+        heading = np.concatenate([[0.0], np.cumsum(kappa * ds)])[:-1] + 0.5 * kappa * ds  # mid-step heading
+        xy = np.vstack([[0.0, 0.0], np.column_stack([np.cumsum(ds * np.cos(heading)), np.cumsum(ds * np.sin(heading))])])
+        path = Path(xy[:-1] if closed else xy, closed=closed)
+        path.curvature = np.concatenate([kappa, kappa[-1:]])[: len(path.xy)]
+        return path
+
+    @staticmethod
     def straight(length_m: float = 2000.0, spacing_m: float = 0.5) -> "Path":
         x = np.arange(0.0, length_m, spacing_m)
         return Path(np.column_stack([x, np.zeros_like(x)]))
+
+
+def speed_profile(path: Path, lateral_m_s2: float, accel_m_s2: float, brake_m_s2: float, start_m_s: float, laps: int = 1,
+                  lead_s: float = 1.0):
+    """The target speed (m/s) as a function of time (s) of a car driving ``laps`` of ``path`` as fast as a lateral
+    acceleration of ``lateral_m_s2`` allows in its corners (v^2 |kappa| <= a_y), accelerating and braking at most at
+    the given rates (a forward and a backward pass over the arc length), from ``start_m_s``; asked ``lead_s`` ahead
+    (the driver's speed loop lags a ramp by acceleration / gain: 1 s at its 1/s)."""
+    kappa = np.tile(np.abs(path.curvature), laps)
+    ds = np.tile(np.diff(np.concatenate([path.s, [path.s[-1] + (np.linalg.norm(path.xy[0] - path.xy[-1]) if path.closed else 0.0)]])), laps)
+    v = np.sqrt(lateral_m_s2 / np.maximum(kappa, 1e-6))
+    v[0] = min(v[0], start_m_s)
+    for i in range(1, len(v)):
+        v[i] = min(v[i], math.sqrt(v[i - 1] ** 2 + 2.0 * accel_m_s2 * ds[i - 1]))
+    for i in range(len(v) - 2, -1, -1):
+        v[i] = min(v[i], math.sqrt(v[i + 1] ** 2 + 2.0 * brake_m_s2 * ds[i]))
+    t = np.concatenate([[0.0], np.cumsum(2.0 * ds[:-1] / (v[:-1] + v[1:]))])
+    return lambda time: float(np.interp(time + lead_s, t, v))
 
 
 # ----- manoeuvres ----------------------------------------------------------------------------------
