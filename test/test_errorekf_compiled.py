@@ -242,6 +242,33 @@ def test_one_speed_on_both_wheels_of_an_axle_is_the_mean_of_their_rates():
     assert f.x[N + 10] + f.x[N + 11] > 0.0  # the axle's mean rate follows the faster speed
 
 
+@pytest.mark.parametrize("true_sigma, grows", [(0.02, False), (1.0, True)])
+def test_imu_noise_factor_follows_an_accelerometer_noisier_than_it_says(true_sigma, grows):
+    """An accelerometer whose noise (1 m/s^2, vibration) is ten times the 0.1 m/s^2 the filter is told (with its model
+    share): the block's noise factor grows until the NIS matches its dof and the gate passes nearly every sample; one
+    as quiet as it says keeps the factor at 1 (the harness' figures are unchanged)."""
+    f = new_filter()
+    rng = np.random.default_rng(7)
+    stats = f.stats["accelerometer"]
+    rejected_early = None
+    for step in range(3000):  # 12 s, one IMU sample per step
+        assert f.predict()
+        accel = np.array([0.0, 0.0, 9.81]) + rng.normal(0.0, true_sigma, 3)
+        f.update_imu(rng.normal(0.0, 1e-3, 3), accel, 1e-3, 0.1)
+        f.correct()
+        if step == 1000:
+            rejected_early = stats.rejected
+    scale = f.imu_noise_scale["accelerometer"]
+    if grows:
+        told = 0.1**2 + f.settings.accelerometer_model_sigma**2
+        assert 0.3 * true_sigma**2 / told < scale < 3.0 * true_sigma**2 / told
+        assert stats.rejected - rejected_early < 0.05 * 2000  # the last 8 s: the gate passes nearly everything
+        assert stats.nis_mean_recent == pytest.approx(3.0, rel=0.5)
+    else:
+        assert scale == 1.0
+    assert f.imu_noise_scale["gyroscope"] == 1.0
+
+
 @pytest.mark.parametrize("speed", [15.0, 2.5])
 def test_plant_noise_across_the_heading_falls_with_the_square_of_a_low_speed(speed):
     """White acceleration along the heading at its intensity; across it the same above lateral_plant_speed_m_s (10 m/s)

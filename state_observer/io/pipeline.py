@@ -8,6 +8,7 @@ clears the path and the rate schedules.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter, deque
 from typing import Any, Iterator, NamedTuple
 
@@ -262,6 +263,12 @@ def health(observer: OnlineObserver, now_ns: int | None = None) -> list[tuple[st
             level, message = "WARN", f"{lost} of {received} messages dropped or rejected"
         else:
             level, message = "OK", f"{received} messages"
-        statuses.append((f"state_observer: {kind}", level, message,
-                         {**counts, "missing (gaps in the stamps)": missing.get(kind, 0)} if kind in missing else dict(counts)))
+        values = {**counts, "missing (gaps in the stamps)": missing.get(kind, 0)} if kind in missing else dict(counts)
+        factors = getattr(f, "imu_noise_scale", {}) if kind == "imu" else {}
+        noisier = {name: math.sqrt(k) for name, k in factors.items() if k > 1.0}
+        if noisier:  # the filter widened the IMU's noise to what its innovations show (ErrorEkfSettings.imu_noise_adaptation_updates)
+            values.update({f"{name} noise x (sigma)": f"{k:.2f}" for name, k in noisier.items()})
+            if max(noisier.values()) > 2.0:
+                message += "; noisier than its covariance says (" + ", ".join(f"{name} x{k:.1f}" for name, k in noisier.items()) + " in sigma, taken into account)"
+        statuses.append((f"state_observer: {kind}", level, message, values))
     return statuses
