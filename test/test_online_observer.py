@@ -108,6 +108,28 @@ def test_a_yaw_rate_only_imu_is_used_as_such(scenario):
     assert np.sqrt(np.mean(error**2)) < math.radians(0.5)
 
 
+def test_standstill_is_told_by_the_wheels_that_report(scenario):
+    """Zero-velocity updates need the wheels to say the car stands for 0.5 s: all four, or the two of an axle that carry
+    a data set's one speed (the others NaN); one wheel is not enough, a wheel turning or a change of the reporting set
+    starts the window again."""
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config)
+    nan = math.nan
+    ms = 1_000_000
+
+    def stands(rates, n=60):  # 0.6 s of samples at 100 Hz
+        return [obs._standing(i * 10 * ms, np.array(rates, float)) for i in range(n)]
+
+    four = stands([0.01, -0.01, 0.0, 0.02])
+    assert four[-1] and not four[0]  # after 0.4 s of the 0.5 s window
+    obs._wheel_window.clear()
+    assert stands([nan, nan, 0.01, 0.01])[-1]  # one speed on the rear axle
+    obs._wheel_window.clear()
+    assert not any(stands([nan, nan, nan, 0.0]))  # one wheel
+    obs._wheel_window.clear()
+    assert not any(stands([nan, nan, 0.5, 0.5]))  # turning
+
+
 def test_imu_message_covariances_are_read_per_axis():
     from state_observer.io.convert import _missing_axes, _sigma_from_covariance
 

@@ -794,11 +794,15 @@ class OnlineObserver:
                 count["zero-velocity update" if f.update_standstill() else "zero-velocity update rejected"] += 1
 
     def _standing(self, stamp_ns: int, rates: np.ndarray) -> bool:
-        """Whether the wheels say the car stands: over the last 0.5 s (:data:`STANDSTILL_WINDOW_NS`) every wheel's mean
-        rate below STANDSTILL_MEAN_RAD_S and no sample above STANDSTILL_PEAK_RAD_S (encoder noise of 0.05 rad/s averages
-        out; a car creeping at 2 cm/s does not pass)."""
+        """Whether the wheels say the car stands: over the last 0.5 s (:data:`STANDSTILL_WINDOW_NS`) every reporting wheel's
+        mean rate below STANDSTILL_MEAN_RAD_S and no sample above STANDSTILL_PEAK_RAD_S (encoder noise of 0.05 rad/s
+        averages out; a car creeping at 2 cm/s does not pass).  Two wheels that report suffice (a data set with one speed
+        on an axle); their set must stay the same through the window."""
         window = self._wheel_window
-        if not (np.all(np.isfinite(rates)) and np.all(np.abs(rates) < STANDSTILL_PEAK_RAD_S)):
+        finite = np.isfinite(rates)
+        if window and not np.array_equal(np.isfinite(window[-1][1]), finite):
+            window.clear()  # another set of wheels reports
+        if finite.sum() < 2 or np.any(np.abs(rates[finite]) >= STANDSTILL_PEAK_RAD_S):
             window.clear()
             return False
         window.append((stamp_ns, rates))
@@ -806,7 +810,7 @@ class OnlineObserver:
             window.popleft()
         if stamp_ns - window[0][0] < 0.8 * STANDSTILL_WINDOW_NS:
             return False
-        return bool(np.all(np.abs(np.mean([r for _, r in window], axis=0)) < STANDSTILL_MEAN_RAD_S))
+        return bool(np.all(np.abs(np.mean([r[finite] for _, r in window], axis=0)) < STANDSTILL_MEAN_RAD_S))
 
     # ----- output ---------------------------------------------------------------------------------------
     def _cached(self, key: str, make):
