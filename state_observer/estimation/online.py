@@ -389,6 +389,8 @@ class SampleScreen:
                 return None
             if not np.all(np.isfinite(rate)):
                 count["wheel rates missing or not finite (those wheels skipped)"] += 1
+            if axle_speeds(rate).any():
+                count["one rate on both wheels of an axle (used as the axle's speed)"] += 1
             return sample._replace(rate_rad_s=rate, torque_n_m=torque)
         if not math.isfinite(sample.steering_wheel_angle_rad):
             count["dropped: not finite"] += 1
@@ -788,8 +790,6 @@ class OnlineObserver:
             rates = np.asarray(sample.rate_rad_s, float)
             accepted = f.update_wheel_rates(rates, s.wheel_rate_sigma_rad_s)
             count["applied" if accepted else "rejected by the gate"] += 1
-            if axle_speeds(rates).any():
-                count["one rate on both wheels of an axle (used as the axle's speed)"] += 1
             if s.standstill_updates and hasattr(f, "update_standstill") and self._standing(sample.stamp_ns, rates):
                 count["zero-velocity update" if f.update_standstill() else "zero-velocity update rejected"] += 1
 
