@@ -789,6 +789,8 @@ class VehicleErrorEKF(SensorBookkeeping):
     def _adapt_imu_noise(self, name: str, nis: float, dof: int) -> None:
         """Move the IMU block's noise factor after an update with this NIS (settings ``imu_noise_adaptation_updates``)."""
         n = self.settings.imu_noise_adaptation_updates
+        if self.imu_noise_scale[name] == 1.0 and nis <= dof:  # at its floor and consistent: nothing to move
+            return
         if n > 0.0 and dof > 0 and math.isfinite(nis):
             k = self.imu_noise_scale[name] * (1.0 + (min(nis / dof, 10.0) - 1.0) / n)
             self.imu_noise_scale[name] = min(max(k, 1.0), self.settings.imu_noise_scale_max)
@@ -839,7 +841,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         var = sigma**2 + np.square(self.settings.wheel_rate_model_sigma * self.vehicle.solver.qd[10:14])
         stats = self.stats["wheel_rates"]
         speeds = axle_speeds(rates)
-        if (self._compiled_sensors and keep.all() and not speeds.any() and "wheel_rates" in self.settings.enabled_sensors
+        if (self._compiled_sensors and keep.all() and not any(speeds) and "wheel_rates" in self.settings.enabled_sensors
                 and stats.consecutive_rejections < self.settings.relock_after):
             innovation = np.empty(4)
             nis = _wheel_rate_block(self.x, self.P, self.vehicle.solver.qd, rates, var, self.gate(4), innovation)
@@ -848,7 +850,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         # rows: each wheel that reports, except that an axle whose two wheels report one speed gives one row, the mean of
         # its wheels' rates (a speed put on both wheels does not say that they turn alike: in a turn they do not)
         T = np.diag(keep.astype(float))
-        for axle in np.flatnonzero(speeds):
+        for axle in (a for a in (0, 1) if speeds[a]):
             T[2 * axle, 2 * axle : 2 * axle + 2] = 0.5
             T[2 * axle + 1] = 0.0
         rows = T.any(axis=1)
@@ -1095,11 +1097,11 @@ def detailed_settings() -> ErrorEkfSettings:
     )
 
 
-def axle_speeds(rates_rad_s: np.ndarray) -> np.ndarray:
+def axle_speeds(rates_rad_s) -> tuple[bool, bool]:
     """Per axle (front, rear), whether its two wheels report the same finite rate: one speed put on both wheels (a data
     set with a vehicle speed rather than wheel speeds), not two wheels turning alike."""
-    r = np.asarray(rates_rad_s, float)
-    return np.array([bool(np.isfinite(r[a]) and r[a] == r[a + 1] and r[a] != 0.0) for a in (0, 2)])
+    fl, fr, rl, rr = (float(x) for x in rates_rad_s)
+    return (fl == fr and fl != 0.0 and math.isfinite(fl), rl == rr and rl != 0.0 and math.isfinite(rl))
 
 
 def _shares(values) -> np.ndarray:

@@ -389,7 +389,7 @@ class SampleScreen:
                 return None
             if not np.all(np.isfinite(rate)):
                 count["wheel rates missing or not finite (those wheels skipped)"] += 1
-            if axle_speeds(rate).any():
+            if any(axle_speeds(rate)):
                 count["one rate on both wheels of an axle (used as the axle's speed)"] += 1
             return sample._replace(rate_rad_s=rate, torque_n_m=torque)
         if not math.isfinite(sample.steering_wheel_angle_rad):
