@@ -45,7 +45,7 @@ from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, 
 from ..conventions import quaternion_to_matrix
 from ..vehicle.state import VehicleState
 from ..vehicle.reduced_kernels import body_rate_into, euler_rotation_into
-from .errorekf import N, DetailedErrorEKF, VehicleErrorEKF, axle_speeds, detailed_settings
+from .errorekf import N, PARAMETER_NAMES, DetailedErrorEKF, VehicleErrorEKF, axle_speeds, detailed_settings
 from .spi import CONVERGED
 
 OBSERVERS = ("spi_reduced", "errorekf_fe_reduced", "errorekf_detailed")
@@ -546,8 +546,8 @@ class OnlineObserver:
             if on_step is not None:
                 on_step(done, total)
         obs.estimate()
-        if hasattr(obs.filter, "_update_parameters"):  # SPI starts late in a drive: compile it now too
-            obs.filter._update_parameters()
+        if hasattr(obs.filter, "update_parameters"):  # SPI starts late in a drive: compile it now too
+            obs.filter.update_parameters()
         if on_step is not None:
             on_step(total, total)
 
@@ -893,7 +893,7 @@ class OnlineObserver:
                 variance[:, 0 if name == "longitudinal" else 1] += P[col, col] * share**2
         for k, name in enumerate(f.parameter_names):
             col = f.parameter_col + k
-            scale = f.vehicle.parameters[f._parameter_index[k]]
+            scale = f.vehicle.parameters[PARAMETER_NAMES.index(name)]
             if name.startswith("cornering"):
                 wheels = slice(0, 2) if name.endswith("front") else slice(2, 4)
                 variance[wheels, 1] += P[col, col] * (forces[wheels, 1] / scale) ** 2

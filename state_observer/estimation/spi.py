@@ -137,7 +137,7 @@ class VehicleSPI(VehicleErrorEKF):
         self._accumulate()
         self._steps += 1
         if self._steps % self.spi.every_steps == 0:
-            self._update_parameters()
+            self.update_parameters()
 
     # ----- the estimators -----------------------------------------------------------------------------
     def _accumulate(self) -> None:
@@ -184,7 +184,7 @@ class VehicleSPI(VehicleErrorEKF):
                     # the model's force is at the model's own scale: the ratio times that scale observes the stiffness
                     w.add_cornering(a, fy_axle[a] / model_fy_axle[a] * v.tire_scales[a] / max(self.cornering[a], 1e-6))
 
-    def _update_parameters(self) -> None:
+    def update_parameters(self) -> None:
         """One update of every estimator from the window's averages (module docstring)."""
         sp, v, w = self.spi, self.vehicle, self._window
         dt = sp.every_steps * v.dt_s

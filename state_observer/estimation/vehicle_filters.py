@@ -293,14 +293,13 @@ class VehicleUKF(_StateFilter):
         solver = v.solver
         X0 = self._sigma_points()
         t0, qdd0, lam0 = solver.t, solver.qdd.copy(), solver.lam
-        xi0, tire_t0 = v._xi0.copy(), v._t0
+        tires = v.tire_memory()
         n_steps, n_iter = solver.n_steps, solver.n_iterations
 
         def restore(state):
             solver.t, solver.q, solver.qd, solver.qdd, solver.lam = t0, state[:N].copy(), state[N:].copy(), qdd0.copy(), lam0
             solver.n_steps, solver.n_iterations = n_steps, n_iter
-            v._xi0[:] = xi0
-            v._t0 = tire_t0
+            v.restore_tire_memory(tires)
 
         m = X0.shape[1]
         X, Qdd = np.empty_like(X0), np.empty((N, m))

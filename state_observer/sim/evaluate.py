@@ -28,7 +28,7 @@ from numba import njit
 from ..conventions import sideslip_rad
 from ..estimation.online import ModelInputs
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, WheelSample
-from ..vehicle.reduced_kernels import IN_MU, body_rate, euler_rotation
+from ..vehicle.reduced_kernels import body_rate, euler_rotation
 from .manoeuvres import Manoeuvre, Path, friction_change, make_manoeuvre, steady_circle
 from .run import path_start, run
 from ..vehicle.state import VehicleState
@@ -203,7 +203,7 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
         if model == "reduced":
             solver = vehicle.solver
             yaw_rate, beta = _yaw_rate_and_sideslip(solver.q, solver.qd)
-            mu = vehicle._inputs[IN_MU : IN_MU + 4]
+            mu = vehicle.mu
             out.append(Estimate(solver.t, solver.q[:3].copy(), yaw_rate, beta, tire_force, vehicle.total_mass_kg, float(mu.sum() / 4.0)))
         else:
             out.append(_truth_record(vehicle.truth()))

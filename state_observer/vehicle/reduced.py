@@ -344,6 +344,15 @@ class ReducedVehicle:
         inputs[kern.IN_DRIVE : kern.IN_DRIVE + 4] = drive_torque_n_m
         inputs[kern.IN_BRAKE : kern.IN_BRAKE + 4] = brake_torque_n_m
 
+    def tire_memory(self) -> tuple[np.ndarray, float]:
+        """The tires' transient state (their deflections at the last step's start, (2, 4) m, and that time, s), to put back
+        with :meth:`restore_tire_memory` after trial steps (the unscented filter's sigma points)."""
+        return self._xi0.copy(), self._t0
+
+    def restore_tire_memory(self, memory: tuple[np.ndarray, float]) -> None:
+        self._xi0[:] = memory[0]
+        self._t0 = memory[1]
+
     @property
     def mu(self) -> np.ndarray:
         """Tire-road friction coefficient per wheel (set a scalar or four values)."""
