@@ -780,8 +780,8 @@ class VehicleErrorEKF(SensorBookkeeping):
                                               np.ascontiguousarray(accel_var), self._A, self._B, self._Gp, self.gate(3), use_gyro, use_accel, nu_gyro, nu_accel,
                                               self.gyro_bias_col, self.accel_bias_col, self.gyro_scale_col)
             applied = (use_gyro and record_update(gyro_stats, nu_gyro, nis_gyro)), (use_accel and record_update(accel_stats, nu_accel, nis_accel))
-            for name, code in (("gyroscope", nis_gyro), ("accelerometer", nis_accel)):
-                if code >= 0.0 or code < -1.5:  # applied, or gated with its NIS
+            for name, used, code in (("gyroscope", use_gyro, nis_gyro), ("accelerometer", use_accel, nis_accel)):
+                if used and (code >= 0.0 or code < -1.5):  # applied, or gated with its NIS (an unused block returns 0)
                     self._adapt_imu_noise(name, code if code >= 0.0 else -2.0 - code, 3)
             return applied
         return self.update_gyroscope(gyro, gyro_sigma), self.update_accelerometer(accel, accel_sigma)
