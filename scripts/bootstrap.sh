@@ -39,6 +39,7 @@ run_logged() {
   fi
 }
 
+extra_packages=()  # colcon packages built beside this one
 if [[ -n ${ROS_DISTRO:-} ]]; then
   mode=ros-$ROS_DISTRO
   base_python=$(command -v python3) || die "python3 not found"
@@ -53,6 +54,8 @@ else
   requirements=scripts/requirements-ros-wheels.txt  # includes requirements.txt
   colcon=$venv/bin/colcon
   export AMENT_PREFIX_PATH=$venv CMAKE_PREFIX_PATH=$venv
+  # The wheels have no tf2_msgs: build its TFMessage beside the package, so the node can publish /tf and /tf_static.
+  extra_packages=("$repo/scripts/tf2_msgs")
 fi
 
 # --- .venv --------------------------------------------------------------------------
@@ -109,7 +112,7 @@ mkdir -p build
 rm -f "$stamp"
 touch build/.bootstrap-start
 run_logged colcon-build "$colcon" build \
-  --base-paths "$repo" --build-base build --install-base install \
+  --base-paths "$repo" "${extra_packages[@]}" --build-base build --install-base install \
   --event-handlers console_direct+ \
   --cmake-args -DPython3_EXECUTABLE="$venv/bin/python" \
   -DCMAKE_PROJECT_INCLUDE="$repo/scripts/venv-fixups.cmake"  # see that file

@@ -34,7 +34,7 @@ from .conventions import sideslip_rad, yaw_rad
 from .errors import StateObserverError
 from .estimation.online import OpenLoop, StreamLoss, stream_losses
 from .io.bag import BAG_VERSION, DEFAULT_STORAGE, BagWriter, IoError, bag_info, custom_data, read_messages
-from .io.convert import OUTPUT_TOPICS, SENSOR_MSGTYPES, TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC, tf_msg
+from .io.convert import OUTPUT_TOPICS, SENSOR_MSGTYPES, TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC
 from .io.record import DATUM_KEY
 from .io.params import ObserverConfig, load_config
 from .io.pipeline import ObserverPipeline, loss_line
@@ -278,35 +278,6 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     return summary
 
 
-WHEEL_FRAMES = tuple(f"wheel_{w}_link" for w in WHEELS)
-
-
-class _TfWriter:
-    """/tf (odom -> base_link at every odometry message) and /tf_static (base_link -> the IMU and the GNSS antenna, from
-    the vehicle file, and the four wheel centres, :data:`WHEEL_FRAMES`, where the model has them when it starts, once)
-    into the output bag, so that RViz and Foxglove can follow the car in it (issue 16)."""
-
-    def __init__(self, observer, config: ObserverConfig, store, wheel_radius_m: float):
-        self.observer, self.store, self.static_written = observer, store, False
-        self.odom, self.base, self.wheel_radius_m = config.odom_frame, config.base_frame, wheel_radius_m
-
-    def write_static(self, writer, log_ns: int) -> None:
-        from .vehicle.detailed import quaternion_from_matrix
-
-        m, identity = self.observer.mounts, (1.0, 0.0, 0.0, 0.0)
-        contacts = np.asarray(self.observer.estimate().state.contact_point_base_m, float)
-        wheels = [(log_ns, self.base, frame, contacts[i] + (0.0, 0.0, self.wheel_radius_m), identity) for i, frame in enumerate(WHEEL_FRAMES)]
-        msg = tf_msg([(log_ns, self.base, m.imu_frame_id, m.imu_position_m, quaternion_from_matrix(np.asarray(m.imu_rotation, float))),
-                      (log_ns, self.base, m.gnss_frame_id, m.gnss_position_m, identity), *wheels], self.store)
-        writer.write_raw(TF_STATIC_TOPIC, TF_MESSAGE, self.store.serialize_cdr(msg, TF_MESSAGE), log_ns)
-        self.static_written = True
-
-    def write(self, writer, stamp_ns: int, log_ns: int) -> None:
-        o = self.observer.odometry()
-        msg = tf_msg([(stamp_ns, self.odom, self.base, o.position_m, o.orientation_wxyz)], self.store)
-        writer.write_raw(TF_TOPIC, TF_MESSAGE, self.store.serialize_cdr(msg, TF_MESSAGE), log_ns)
-
-
 def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict, config: ObserverConfig, *, report: bool,
                   skip_s: float, progress, say, storage: str = DEFAULT_STORAGE, bag_version: int = BAG_VERSION) -> dict:
     """The body of :func:`process_bag`: the run written into the (new, empty) folder ``out_dir``, which becomes
@@ -342,7 +313,7 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
     open_loop = (OpenLoop(observer, lambda t_ns, x: open_loop_rows.append(_state_row(t_ns, x, first_ns)), REPORT_PERIOD_NS)
                  if report and all(t in info.topics for t in TRUTH_TOPICS) else None)  # not in bench timings
     n_in = 0
-    tf = _TfWriter(observer, config, pipeline.store, pipeline.wheel_radius_m) if config.publish_tf else None
+    static_tf_due = config.publish_tf  # /tf_static once, with the first outputs (the observer has started)
     start = time.perf_counter()
     with BagWriter(out_dir / "bag", overwrite=True, storage=storage, version=bag_version, custom_data={"source": str(bag), "tool": "state-observer process"}) as writer:
         kinds = {topic: kind for kind, topic in wanted.items()}
@@ -353,11 +324,12 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
                 continue
             row_due = False
             for out in pipeline.feed(sample):
-                if tf is not None and not tf.static_written:
-                    tf.write_static(writer, log_ns)
+                if static_tf_due:
+                    static_tf_due = False
+                    writer.write_raw(TF_STATIC_TOPIC, TF_MESSAGE, pipeline.tf_static(out.stamp_ns), log_ns)
                 writer.write_raw(OUTPUT_TOPICS[out.kind], out.msgtype, out.cdr(pipeline.store), log_ns)
-                if out.kind == "odometry" and tf is not None:
-                    tf.write(writer, out.stamp_ns, log_ns)
+                if out.kind == "odometry" and config.publish_tf:  # odom -> base_link with every odometry (/tf)
+                    writer.write_raw(TF_TOPIC, TF_MESSAGE, pipeline.tf(out.stamp_ns), log_ns)
                 row_due |= out.kind == "tire_forces"
             if open_loop is not None:
                 open_loop.feed(sample)

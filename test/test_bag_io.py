@@ -787,7 +787,8 @@ def configured_rates() -> dict[str, float]:
 
 def test_simulate_end_to_end(tmp_path, capsys):
     """A bag written by `simulate` is read back with rosbags and every topic has the
-    configured rate and valid stamps (runs once state_observer.sim.run exists)."""
+    configured rate and valid stamps (runs once state_observer.sim.run exists); /tf follows the truth's
+    odometry under its own base frame, /tf_static places the sensors as the vehicle file does."""
     run = pytest.importorskip("state_observer.sim.run")
     out = tmp_path / "step_steer"
     duration_s = 1.0
@@ -795,8 +796,9 @@ def test_simulate_end_to_end(tmp_path, capsys):
     assert cli.main(["simulate", "--manoeuvre", manoeuvre, "--duration", str(duration_s),
                      "--out", str(out)]) == 0, capsys.readouterr().err
     stats = topic_statistics(out)
-    rates = {**configured_rates(), **{topic: 250.0 for topic in convert.TRUTH_TOPICS.values()}}
-    assert set(stats) == set(rates)
+    rates = {**configured_rates(), **{topic: 250.0 for topic in (*convert.TRUTH_TOPICS.values(), "/tf")}}
+    assert set(stats) == set(rates) | {"/tf_static"} and stats["/tf_static"].count == 1
+    del stats["/tf_static"]
     for topic, (count, rate, monotonic) in stats.items():
         assert monotonic, topic
         assert count == pytest.approx(rates[topic] * duration_s + 1, abs=1), topic
@@ -809,6 +811,13 @@ def test_simulate_end_to_end(tmp_path, capsys):
     assert min(sample.stamp_ns for _, _, sample in samples) == start_ns
     first_truth = next(read_messages(out, ["/truth/odometry"]))
     assert first_truth[1] == start_ns
+    first_tf = next(read_messages(out, ["/tf"]))[2].transforms[0]
+    assert (first_tf.header.frame_id, first_tf.child_frame_id) == ("odom", "truth/base_link")
+    assert first_tf.transform.translation.x == first_truth[2].pose.pose.position.x
+    (_, _, static), = read_messages(out, ["/tf_static"])
+    imu, gnss = static.transforms
+    assert (imu.header.frame_id, imu.child_frame_id, gnss.child_frame_id) == ("base_link", "imu_link", "gnss_link")
+    assert (imu.transform.translation.x, gnss.transform.translation.z) == (1.30, 1.45)  # config/vehicles/default.yaml
 
 
 @pytest.mark.parametrize("odom, base", [("odom", "base_link"), ("map", "base_footprint"), ("o", "b123"), ("", "")])

@@ -392,6 +392,31 @@ def test_recorder_writes_what_the_player_plays(ros, launch, tmp_path, storage, s
     assert info["storage_identifier"] == storage and info["message_count"] == len(messages)
 
 
+@pytest.mark.ros
+def test_recorder_gets_a_latched_topic_published_before_it_started(ros, launch, tmp_path):
+    """/tf_static is published once, transient local, often before a recorder starts: the recorder's default topics
+    include /tf and /tf_static, and it subscribes transient local where the publisher offers it (as rosbag2 adapts to
+    offered QoS), so the earlier message is in the bag."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    from state_observer.io.convert import TF_MESSAGE, tf_msg
+    from state_observer.ros.bag_recorder import BagRecorder
+    from state_observer.ros.common import message_class
+
+    publisher_node = ros.node("static_publisher")
+    latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    publisher = publisher_node.create_publisher(message_class(TF_MESSAGE), "/tf_static", latched)
+    store = convert.typestore()
+    data = bytes(store.serialize_cdr(tf_msg([(EPOCH, "base_link", "imu_link", (1.0, 0.0, 0.5), (1.0, 0.0, 0.0, 0.0))], store), TF_MESSAGE))
+    publisher.publish(data)
+    ros.spin_until(lambda: False, timeout_s=0.3)
+    recorder = launch(BagRecorder, output=str(tmp_path / "out"))
+    assert {"/tf", "/tf_static"} <= set(recorder.counts)
+    assert ros.spin_until(lambda: recorder.counts["/tf_static"] == 1), f"recorded {recorder.counts}"
+    recorder.stop()
+    assert [d for topic, _, _, d in read_raw(tmp_path / "out") if topic == "/tf_static"] == [data]
+
+
 # --- executables: bad input, signals ---------------------------------------------------------
 
 def executable(name):

@@ -82,18 +82,19 @@ class Collector:
     """Every message the node publishes, decoded, per output kind."""
 
     def __init__(self, ros, node):
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
-        from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS
+        from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, TF_MESSAGE
         from state_observer.ros.common import message_class
 
-        self.messages = {k: [] for k in OUTPUT_TOPICS}
+        self.messages = {k: [] for k in (*OUTPUT_TOPICS, "/tf", "/tf_static")}
         sub = ros.node("collector")
         qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
-        for kind, topic in OUTPUT_TOPICS.items():
-            msgtype = OUTPUT_MSGTYPES[kind]
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        topics = [(kind, topic, OUTPUT_MSGTYPES[kind], qos) for kind, topic in OUTPUT_TOPICS.items()]
+        for kind, topic, msgtype, profile in topics + [("/tf", "/tf", TF_MESSAGE, qos), ("/tf_static", "/tf_static", TF_MESSAGE, latched)]:
             sub.create_subscription(message_class(msgtype), topic,
-                                    lambda data, k=kind, t=msgtype: self.messages[k].append(node.store.deserialize_cdr(data, t)), qos, raw=True)
+                                    lambda data, k=kind, t=msgtype: self.messages[k].append(node.store.deserialize_cdr(data, t)), profile, raw=True)
 
 
 def _stamp(msg) -> int:
@@ -121,7 +122,8 @@ def test_node_matches_process_and_follows_rep_103_105(ros, circle_bag, tmp_path)
     process_bag(circle_bag, tmp_path / "out", config, report=False)
     offline = {kind: [m for t, _, m in read_messages(tmp_path / "out" / "bag", [topic])]
                for kind, topic in (("odometry", "/state_observer/odometry"), ("tire_forces", "/state_observer/tire_forces"),
-                                   ("parameters", "/state_observer/parameters"), ("state", "/state_observer/state"))}
+                                   ("parameters", "/state_observer/parameters"), ("state", "/state_observer/state"),
+                                   ("/tf", "/tf"), ("/tf_static", "/tf_static"))}
     assert [_stamp(m) for m in odometry] == [_stamp(m) for m in offline["odometry"]]
     for a, b in zip(odometry, offline["odometry"]):
         assert a.pose.pose.position.x == b.pose.pose.position.x and a.twist.twist.linear.x == b.twist.twist.linear.x
@@ -131,6 +133,12 @@ def test_node_matches_process_and_follows_rep_103_105(ros, circle_bag, tmp_path)
     assert collector.messages["state"][-1].sideslip_rad == offline["state"][-1].sideslip_rad
     assert list(collector.messages["state"][-1].nis_sensor_names) == list(offline["state"][-1].nis_sensor_names)
     assert collector.messages["tire_forces"][-1].wheels[2].fz_n == offline["tire_forces"][-1].wheels[2].fz_n
+    # /tf with every odometry and /tf_static once, as process writes them into its bag (the same messages)
+    store = node.store
+    for kind in ("/tf", "/tf_static"):
+        assert [bytes(store.serialize_cdr(m, "tf2_msgs/msg/TFMessage")) for m in collector.messages[kind]] == \
+            [bytes(store.serialize_cdr(m, "tf2_msgs/msg/TFMessage")) for m in offline[kind]]
+    assert len(collector.messages["/tf"]) == len(odometry) and len(collector.messages["/tf_static"]) == 1
 
     # REP-105 frames, REP-103 covariance layout (6x6 row-major, symmetric, positive diagonal)
     last = odometry[-1]
@@ -476,8 +484,9 @@ def test_fpga_backend_falls_back_to_the_c_model_when_allowed(ros):
 
 def test_foxglove_relay_serves_the_live_node(ros, circle_bag):
     """foxglove_relay beside the node (issue 16 item 3, live part): a real WebSocket client speaking the Foxglove protocol
-    is offered every output topic and /tf, receives every message the relay took from the live node, and decodes each
-    topic's payloads with the advertised schema alone; /tf holds odom -> base_link at every odometry pose."""
+    is offered every output topic, /tf and /tf_static, receives every message the relay took from the live node, and
+    decodes each topic's payloads with the advertised schema alone; the node's /tf holds odom -> base_link at every
+    odometry pose, its /tf_static the sensors and wheels, and a client that comes later still gets /tf_static (latched)."""
     import asyncio
     import threading
 
@@ -497,7 +506,7 @@ def test_foxglove_relay_serves_the_live_node(ros, circle_bag):
 
     def listen():
         result["channels"], result["received"] = asyncio.run(client(relay.port, lambda: total.get("n"), timeout_s=300.0,
-                                                                    subscribed=subscribed, channels_wanted=len(OUTPUT_TOPICS) + 1))
+                                                                    subscribed=subscribed, channels_wanted=len(OUTPUT_TOPICS) + 2))
 
     thread = threading.Thread(target=listen, daemon=True)
     thread.start()
@@ -515,16 +524,24 @@ def test_foxglove_relay_serves_the_live_node(ros, circle_bag):
     assert not thread.is_alive()
     channels, received = result["channels"], result["received"]
     topics = {c["id"]: c["topic"] for c in channels.values()}
-    assert set(topics.values()) == set(OUTPUT_TOPICS.values()) | {"/tf"}
+    assert set(topics.values()) == set(OUTPUT_TOPICS.values()) | {"/tf", "/tf_static"}
     counts = {topic: sum(1 for sub, _, _ in received if topics[sub] == topic) for topic in topics.values()}
     assert counts == {topic: relay.sent[topic] for topic in topics.values()}
     assert relay.sent[OUTPUT_TOPICS["odometry"]] > 1000 and relay.sent[OUTPUT_TOPICS["diagnostics"]] > 0
-    assert relay.sent["/tf"] == relay.sent[OUTPUT_TOPICS["odometry"]]
+    assert relay.sent["/tf"] == relay.sent[OUTPUT_TOPICS["odometry"]] and relay.sent["/tf_static"] == 1
+    channel_of = {c["topic"]: c for c in channels.values()}
+    static = decode_with_schema(channel_of["/tf_static"], next(p for sub, _, p in received if topics[sub] == "/tf_static"))
+    assert {t.child_frame_id for t in static.transforms} == {"imu_link", "gnss_link", "wheel_fl_link", "wheel_fr_link",
+                                                             "wheel_rl_link", "wheel_rr_link"}
+    # a client that connects after the node has gone still gets the static transforms, and nothing else
+    late_channels, late = asyncio.run(client(relay.port, 1, timeout_s=30.0))
+    late_topics = {c["id"]: c["topic"] for c in late_channels.values()}
+    assert [late_topics[sub] for sub, _, _ in late] == ["/tf_static"] and late[0][2] == bytes(
+        next(p for sub, _, p in received if topics[sub] == "/tf_static"))
     for channel in channels.values():
         payload = next(p for sub, _, p in received if sub == channel["id"])
         assert decode_with_schema(channel, payload).__msgtype__ == channel["schemaName"]
     by_topic = {topic: [p for sub, _, p in received if topics[sub] == topic] for topic in ("/tf", OUTPUT_TOPICS["odometry"])}
-    channel_of = {c["topic"]: c for c in channels.values()}
     for tf_payload, odom_payload in zip(by_topic["/tf"][::200], by_topic[OUTPUT_TOPICS["odometry"]][::200]):
         (t,) = decode_with_schema(channel_of["/tf"], tf_payload).transforms
         odom = decode_with_schema(channel_of[OUTPUT_TOPICS["odometry"]], odom_payload)

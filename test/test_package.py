@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 SOURCE_PACKAGE = REPO / "state_observer"
 
 # Top-level Python module -> rosdep key in package.xml. A module not listed here is
-# taken to be a ROS 2 package of the same name (rclpy, sensor_msgs, tf2_ros, ...).
+# taken to be a ROS 2 package of the same name (rclpy, sensor_msgs, ...).
 PYTHON_MODULE_KEYS = {
     "numpy": "python3-numpy",
     "scipy": "python3-scipy",
@@ -33,9 +33,9 @@ PYTHON_MODULE_KEYS = {
 # extra (module -> pip distribution) and in scripts/requirements.txt, so the bootstrap installs them. On a ROS 2 install,
 # `pip install foxglove-sdk` adds `state-observer foxglove`; the live node's topics go through the ROS package foxglove_bridge.
 OPTIONAL_PIP_ONLY = {"foxglove": "foxglove-sdk", "distributed": "distributed"}  # distributed: Dask's cluster client
-# ROS packages of real installs only (no PyPI wheels, ARCHITECTURE.md 2): the launch files, RViz and the
-# node's optional TF broadcast need them; checked only where a ROS 2 distribution is sourced.
-INSTALL_ONLY = {"launch", "launch_ros", "rviz2", "tf2_ros"}
+# ROS packages of real installs only (no PyPI wheels, ARCHITECTURE.md 2): the launch files and RViz need them;
+# checked only where a ROS 2 distribution is sourced.
+INSTALL_ONLY = {"launch", "launch_ros", "rviz2"}
 # rosdep key -> pip distribution (setup.py install_requires, scripts/requirements.txt).
 PIP_NAMES = {
     "python3-numpy": "numpy",
@@ -157,14 +157,44 @@ def test_optional_dependencies_are_setup_extras_installed_by_the_bootstrap():
 
 
 def test_ros_wheels_cover_runtime_dependencies():
-    """Every ROS package the node code may need at run time is in the wheel list
-    (or, for those, is pulled in by a listed wheel; checked on the built env below)."""
+    """Every ROS package the node code may need at run time is in the wheel list (or, for those, is pulled in by a
+    listed wheel; checked on the built env below), or is built by the bootstrap beside the package (scripts/<name>,
+    in the install: tf2_msgs, which has no wheel)."""
     wheels = requirement_names(REPO / "scripts" / "requirements-ros-wheels.txt")
     transitive = {"builtin_interfaces", "rosidl_default_runtime"}
+    built_here = {p.parent.name for p in (REPO / "scripts").glob("*/package.xml")}
+    assert built_here == {"tf2_msgs"}
     ros_runtime = {key for key in names(manifest().exec_depends)
                    if not key.startswith("python3-")} - transitive - INSTALL_ONLY
-    missing = {key for key in ros_runtime if "ros-" + key.replace("_", "-") not in wheels}
+    missing = {key for key in ros_runtime if "ros-" + key.replace("_", "-") not in wheels} - built_here
     assert not missing
+
+
+@pytest.mark.ros
+def test_the_bootstraps_tf2_msgs_is_the_distributions_message():
+    """The TFMessage the bootstrap builds (scripts/tf2_msgs) is the one of ROS 2: the same type hash as Jazzy's and
+    Kilted's tf2_msgs (as `ros2 topic info -v /tf` prints it and rosidl's golden-hash tests hold it), and rosbags'
+    Kilted definition of it serialises to bytes rclpy reads back."""
+    import json
+
+    from ament_index_python.packages import get_package_share_directory
+    from rclpy.serialization import deserialize_message, serialize_message
+    from tf2_msgs.msg import TFMessage
+
+    from state_observer.io.convert import TF_MESSAGE, make_typestore, tf_msg
+
+    path = Path(get_package_share_directory("tf2_msgs")) / "msg" / "TFMessage.json"
+    if not path.exists():
+        pytest.skip("no type descriptions before Jazzy (Humble)")
+    description = json.loads(path.read_text())
+    assert description["type_hashes"][0] == {"type_name": TF_MESSAGE,
+                                             "hash_string": "RIHS01_e369d0f05a23ae52508854b66f6aa0437f3449d652e8cbf22d5abe85d020f087"}
+    assert TFMessage.get_fields_and_field_types() == {"transforms": "sequence<geometry_msgs/TransformStamped>"}
+    store = make_typestore(distro="kilted")
+    data = bytes(store.serialize_cdr(tf_msg([(5_000_000_123, "odom", "base_link", (1.0, 2.0, 3.0), (0.5, 0.5, 0.5, 0.5))], store), TF_MESSAGE))
+    (t,) = deserialize_message(data, TFMessage).transforms
+    assert (t.header.frame_id, t.child_frame_id, t.header.stamp.nanosec, t.transform.translation.y) == ("odom", "base_link", 123, 2.0)
+    assert serialize_message(deserialize_message(data, TFMessage)) == data
 
 
 def test_cli_help():

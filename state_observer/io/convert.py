@@ -143,7 +143,8 @@ OUTPUT_TOPICS: dict[str, str] = {
 ODOM_FRAME = "odom"
 BASE_FRAME = "base_link"
 TF_MESSAGE = "tf2_msgs/msg/TFMessage"
-TF_TOPIC, TF_STATIC_TOPIC = "/tf", "/tf_static"  # in the bags `process` writes: odom -> base_link, base_link -> sensors
+TF_TOPIC, TF_STATIC_TOPIC = "/tf", "/tf_static"  # odom -> base_link; base_link -> the sensors and the wheels
+WHEEL_FRAMES = tuple(f"wheel_{w}_link" for w in WHEELS)  # the wheel centres' frames on /tf_static
 
 _NS = 1_000_000_000
 _ANGULAR_NOT_PROVIDED = 3 * 6 + 3  # TwistWithCovariance.covariance index of (wx, wx)
@@ -744,6 +745,16 @@ def tf_msg(transforms: Iterable[tuple[int, str, str, Any, Any]], store: Typestor
         transform=t["geometry_msgs/msg/Transform"](translation=_vector3(store, translation, f"{child} translation"),
                                                    rotation=_quaternion_msg(store, q)))
         for stamp_ns, parent, child, translation, q in transforms])
+
+
+def mount_transforms(mounts, stamp_ns: int, base: str = BASE_FRAME, imu_frame: str | None = None,
+                     gnss_frame: str | None = None) -> list[tuple[int, str, str, Any, Any]]:
+    """base -> the IMU (at its mounting rotation) and base -> the GNSS antenna (unrotated) of a
+    :class:`~state_observer.sensors.mounts.SensorMounts`, as :func:`tf_msg` tuples; the frames are the mounts' unless given."""
+    from state_observer.vehicle.detailed import quaternion_from_matrix
+
+    return [(stamp_ns, base, imu_frame or mounts.imu_frame_id, mounts.imu_position_m, quaternion_from_matrix(np.asarray(mounts.imu_rotation, float))),
+            (stamp_ns, base, gnss_frame or mounts.gnss_frame_id, mounts.gnss_position_m, (1.0, 0.0, 0.0, 0.0))]
 
 
 def pose_stamped_msg(stamp_ns: int, position, q_wxyz, store: Typestore | None = None, frame: str = ODOM_FRAME) -> Any:

@@ -41,7 +41,7 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("backend_fallback", False, "when the solver backend is unavailable (no FPGA board or overlay), use the C model instead of refusing to start"),
     Parameter("odom_frame", "odom", "frame of the pose (REP-105 odom, or map)"),
     Parameter("base_frame", "base_link", "vehicle frame of the twist and the tire forces"),
-    Parameter("publish_tf", True, "broadcast odom_frame -> base_frame (needs tf2_ros)"),
+    Parameter("publish_tf", True, "publish /tf (odom_frame -> base_frame with every odometry) and /tf_static (base_frame -> IMU, GNSS antenna, wheels)"),
     Parameter("datum.use", False, "use the datum below as the local ENU origin (else the first good GNSS fix)"),
     Parameter("datum.latitude_deg", 0.0, "datum latitude (deg, WGS84)", -90.0, 90.0),
     Parameter("datum.longitude_deg", 0.0, "datum longitude (deg, WGS84)", -180.0, 180.0),

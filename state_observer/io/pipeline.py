@@ -19,6 +19,8 @@ from ..estimation.online import STREAMS, OnlineObserver, StreamLoss, stream_loss
 from ..estimation.spi import AT_BOUND, STATUS_NAMES
 from .convert import (
     OUTPUT_MSGTYPES,
+    TF_MESSAGE,
+    WHEEL_FRAMES,
     IoError,
     JointNames,
     OdometryEncoder,
@@ -26,9 +28,11 @@ from .convert import (
     Uncertainty,
     diagnostics_msg,
     markers_msg,
+    mount_transforms,
     msg_to_sample,
     path_msg,
     pose_stamped_msg,
+    tf_msg,
     truth_to_msgs,
     typestore,
 )
@@ -191,6 +195,22 @@ class ObserverPipeline:
                     yield Output(k, *msgs[k], stamp_ns)
             if "markers" in due:
                 yield Output("markers", OUTPUT_MSGTYPES["markers"], markers_msg(e.state, stamp_ns, self.store, self.frames, self.wheel_radius_m), stamp_ns)
+
+    def tf(self, stamp_ns: int) -> bytes:
+        """/tf at ``stamp_ns``: odom -> base_link of the current odometry (tf2_msgs/TFMessage, CDR)."""
+        o = self.observer.odometry()
+        msg = tf_msg([(stamp_ns, self.frames.odom, self.frames.base, o.position_m, o.orientation_wxyz)], self.store)
+        return bytes(self.store.serialize_cdr(msg, TF_MESSAGE))
+
+    def tf_static(self, stamp_ns: int) -> bytes:
+        """/tf_static: base_link -> the IMU and the GNSS antenna (the vehicle file's mounts) and the four wheel centres
+        (:data:`~.convert.WHEEL_FRAMES`, where the model has them now, unrotated), as tf2_msgs/TFMessage (CDR).  Asked
+        for once the observer has started (the node: latched on a transient-local publisher; ``process``: once per bag)."""
+        base, identity = self.frames.base, (1.0, 0.0, 0.0, 0.0)
+        contacts = np.asarray(self.observer.estimate().state.contact_point_base_m, float)
+        wheels = [(stamp_ns, base, frame, contacts[i] + (0.0, 0.0, self.wheel_radius_m), identity) for i, frame in enumerate(WHEEL_FRAMES)]
+        msg = tf_msg([*mount_transforms(self.observer.mounts, stamp_ns, base), *wheels], self.store)
+        return bytes(self.store.serialize_cdr(msg, TF_MESSAGE))
 
     def diagnostics(self, stamp_ns: int, extra: list | None = None, now_ns: int | None = None) -> Output:
         """diagnostic_msgs/DiagnosticArray of the observer's health (see :func:`health`) plus ``extra`` statuses."""

@@ -1,13 +1,15 @@
 """Recording a simulated run into a rosbag2: the body of ``state-observer simulate``.
 
 ``record_run`` writes what ``state_observer.sim.run.simulate`` yields: the truth topics every
-model step and every sensor sample at its receive time. ``simulate_command`` adds argument
+model step and every sensor sample at its receive time, with ``/tf`` (odom -> :data:`TRUTH_BASE_FRAME`, the truth's
+pose, every model step) and ``/tf_static`` (base_link -> the IMU and the GNSS antenna of the vehicle file, once). ``simulate_command`` adds argument
 checks, a progress bar on stderr, the one-line summary on stdout and one-line errors, and
 returns the exit code. The partial bag is kept (and readable) on any failure or interrupt.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import heapq
 import itertools
 import math
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable
 
 from state_observer.io.bag import BAG_VERSION, DEFAULT_STORAGE, BagWriter, IoError
-from state_observer.io.convert import truth_stamp_ns
+from state_observer.io.convert import TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC, mount_transforms, tf_msg, truth_stamp_ns
 from state_observer.progress import TimeProgress
 
 if TYPE_CHECKING:
@@ -32,12 +34,18 @@ PROG = "state-observer simulate"
 DEFAULT_START_TIME_S = 1767225600.0
 
 
+# The truth's base frame on /tf: not base_link, so that a simulated bag played beside the observer node (which
+# broadcasts odom -> base_link) shows the truth as a second car instead of fighting over one transform.
+TRUTH_BASE_FRAME = "truth/base_link"
 DATUM_KEY = "state_observer.datum"  # custom_data: "latitude_deg longitude_deg altitude_m" of the truth's ENU frame
 
 
 def record_run(run: Iterable[tuple[VehicleState, list]], writer: BagWriter,
-               truth_epoch_ns: int = 0, on_step: Callable[[float], None] | None = None) -> float:
+               truth_epoch_ns: int = 0, on_step: Callable[[float], None] | None = None, mounts=None) -> float:
     """Write each step of ``run`` to an open ``writer``; returns the last simulated time (s).
+
+    ``/tf`` holds odom -> :data:`TRUTH_BASE_FRAME` at every truth step; with ``mounts`` (a
+    :class:`~state_observer.sensors.mounts.SensorMounts`), ``/tf_static`` holds base_link -> the sensors, with the first step.
 
     Truth is stamped and logged at ``truth_epoch_ns + round(t_s * 1e9)``; sample records (which
     sim/sensors.py stamps from the same origin, t = 0) are shifted by the same epoch and logged at
@@ -53,10 +61,16 @@ def record_run(run: Iterable[tuple[VehicleState, list]], writer: BagWriter,
         while pending and (until_ns is None or pending[0][0] <= until_ns):
             writer.write_sample(heapq.heappop(pending)[2])
 
+    store, frames = writer.store, writer.truth_frames
     try:
         for truth, samples in run:
             t_s = float(truth.t_s)
+            stamp_ns = truth_stamp_ns(truth, truth_epoch_ns)
+            if mounts is not None:  # with the first step: a run that fails before it leaves no bag
+                writer.write(TF_STATIC_TOPIC, TF_MESSAGE, tf_msg(mount_transforms(mounts, stamp_ns, frames.base), store), stamp_ns)
+                mounts = None
             writer.write_truth(truth, truth_epoch_ns)
+            writer.write(TF_TOPIC, TF_MESSAGE, tf_msg([(stamp_ns, frames.odom, TRUTH_BASE_FRAME, truth.position_enu_m, truth.orientation_wxyz)], store), stamp_ns)
             for sample in samples:
                 if truth_epoch_ns:
                     sample = sample._replace(stamp_ns=sample.stamp_ns + truth_epoch_ns, receive_ns=sample.receive_ns + truth_epoch_ns)
@@ -126,10 +140,21 @@ def simulate_command(manoeuvre: str, out: str | Path, *, vehicle: str | Path | N
         from state_observer.paths import default_sensors_path
         from state_observer.sim.sensors import load_sensor_config
 
-        datum = load_sensor_config(sensors or default_sensors_path()).gnss_fix.datum
+        sensor_config = load_sensor_config(sensors or default_sensors_path())
+        datum = sensor_config.gnss_fix.datum
         provenance[DATUM_KEY] = f"{datum.latitude_deg!r} {datum.longitude_deg!r} {datum.altitude_m!r}"
     except (OSError, ValueError) as exc:
         return fail(f"{sensors or 'default sensors'}: {exc}", 2)
+    try:  # where the sensors sit, for /tf_static (the frames the sensor messages name)
+        from state_observer.paths import default_vehicle_path
+        from state_observer.sensors.mounts import mounts_from_vehicle
+        from state_observer.vehicle.description import load_vehicle
+
+        mounts = mounts_from_vehicle(load_vehicle(vehicle or default_vehicle_path()))
+        mounts = dataclasses.replace(mounts, imu_frame_id=sensor_config.imu.frame_id or mounts.imu_frame_id,
+                                     gnss_frame_id=sensor_config.gnss_fix.frame_id or mounts.gnss_frame_id)
+    except (OSError, ValueError) as exc:
+        return fail(f"{vehicle or 'default vehicle'}: {exc}", 2)
     try:
         writer = BagWriter(out, overwrite=force, storage=storage, custom_data=provenance, version=bag_version)
     except IoError as exc:
@@ -146,7 +171,7 @@ def simulate_command(manoeuvre: str, out: str | Path, *, vehicle: str | Path | N
         with writer:
             run = simulate(manoeuvre, vehicle_path=vehicle, sensors_path=sensors,
                            duration_s=duration_s, seed=seed, progress=progress)
-            record_run(run, writer, truth_epoch_ns=int(round(start_time_s * 1e9)), on_step=lambda t: last_t.__setitem__(0, t))
+            record_run(run, writer, truth_epoch_ns=int(round(start_time_s * 1e9)), on_step=lambda t: last_t.__setitem__(0, t), mounts=mounts)
     except KeyboardInterrupt:
         code, message = 130, "interrupted"
     except _Terminated:

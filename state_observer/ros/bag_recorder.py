@@ -11,8 +11,9 @@ recorder looks every ``DISCOVERY_PERIOD_S`` and subscribes once the topic appear
 first type the graph lists). A type without an importable rclpy package, or unknown to the
 bag's typestore (``state_observer.io.convert.typestore()``), is skipped with one warning.
 
-QoS: KEEP_LAST(``QOS_DEPTH``), VOLATILE; RELIABLE with ``qos_reliable`` (does not match
-best-effort publishers), else BEST_EFFORT (matches every publisher, may drop messages).
+QoS: KEEP_LAST(``QOS_DEPTH``), VOLATILE (TRANSIENT_LOCAL where every publisher offers it, as for /tf_static);
+RELIABLE with ``qos_reliable`` (does not match best-effort publishers), else BEST_EFFORT (matches every publisher,
+may drop messages).  By default it records the observer's outputs with /tf and /tf_static.
 
 On SIGINT/SIGTERM (or ``stop()``), messages already received are written and the bag is closed
 with its metadata.yaml.
@@ -30,7 +31,7 @@ from rclpy.validate_topic_name import validate_topic_name
 
 from state_observer.io.bag import DEFAULT_STORAGE, STORAGES, BagWriter, IoError
 from state_observer.ros import PUBLISHERS_FOUND
-from state_observer.io.convert import OUTPUT_TOPICS
+from state_observer.io.convert import OUTPUT_TOPICS, TF_STATIC_TOPIC, TF_TOPIC
 from state_observer.ros.common import ParameterError, declare, message_class, run
 
 __all__ = ["DISCOVERY_PERIOD_S", "QOS_DEPTH", "BagRecorder", "main", "topic_types"]
@@ -75,7 +76,7 @@ class BagRecorder(Node):
     def __init__(self, **node_kwargs) -> None:
         super().__init__("bag_recorder", **node_kwargs)
         output = declare(self, "output", "", "Bag directory to create (required)")
-        topics = declare(self, "topics", list(OUTPUT_TOPICS.values()), "Topics to record")
+        topics = declare(self, "topics", [*OUTPUT_TOPICS.values(), TF_TOPIC, TF_STATIC_TOPIC], "Topics to record")
         types = declare(self, "types", Parameter.Type.STRING_ARRAY,
                         "Message type per topic (e.g. sensor_msgs/msg/Imu); "
                         "empty: discovered from the graph")
@@ -128,9 +129,17 @@ class BagRecorder(Node):
             self.get_logger().warning(f"skipping {topic}: message type {msgtype} is {why}")
             self.skipped[topic] = msgtype
             return
-        self.create_subscription(cls, topic, partial(self._on_message, topic, msgtype),
-                                 self._qos, raw=True)
+        self.create_subscription(cls, topic, partial(self._on_message, topic, msgtype), self._qos_for(topic), raw=True)
         self.types[topic] = msgtype
+
+    def _qos_for(self, topic: str) -> QoSProfile:
+        """``qos_reliable``'s profile, transient local where every publisher offers it (latched topics such as
+        /tf_static: their last message reaches a recorder started later), as rosbag2 adapts to offered QoS."""
+        offered = self.get_publishers_info_by_topic(topic)
+        if not offered or any(p.qos_profile.durability != DurabilityPolicy.TRANSIENT_LOCAL for p in offered):
+            return self._qos
+        return QoSProfile(depth=self._qos.depth, history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                          reliability=self._qos.reliability)
 
     def _discover(self) -> None:
         graph = dict(self.get_topic_names_and_types())

@@ -25,7 +25,7 @@ import numpy as np
 import yaml
 
 from state_observer.io.bag import custom_data, read_messages
-from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, SENSOR_TOPICS
+from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, SENSOR_TOPICS, TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC
 from state_observer.io.record import DATUM_KEY, simulate_command
 from state_observer.ros import PUBLISHERS_FOUND
 
@@ -136,8 +136,8 @@ def _replay(out: Path, bag: Path, params: Path, rate: float, duration_s: float) 
     logs = out / "logs"
     logs.mkdir(exist_ok=True)
     output_bag = out / "output_bag"
-    topics = list(OUTPUT_TOPICS.values())
-    types = [OUTPUT_MSGTYPES[k] for k in OUTPUT_TOPICS]
+    topics = [*OUTPUT_TOPICS.values(), TF_TOPIC, TF_STATIC_TOPIC]
+    types = [*(OUTPUT_MSGTYPES[k] for k in OUTPUT_TOPICS), TF_MESSAGE, TF_MESSAGE]
     print(f"demo: ROS_DOMAIN_ID {env['ROS_DOMAIN_ID']}: bag_player -> observer_node -> bag_recorder (logs: {logs})", flush=True)
     procs = {}
     try:

@@ -7,7 +7,9 @@ Subscriptions use the sensor-data QoS (best effort, keep last ``qos_depth``), pu
 Parameters: :mod:`state_observer.io.params` (declared read-only, each with its description and range;
 an invalid one stops the node at start with one line naming it).  Services: ``~/reset``
 (state_observer/srv/Reset).  A sensor stream that loses more than half of its messages is logged once at WARN
-with the commonest reason (:class:`~state_observer.io.pipeline.DropWatch`).  Broadcasts odom -> base_link with tf2_ros where it is installed.
+with the commonest reason (:class:`~state_observer.io.pipeline.DropWatch`).  Publishes ``/tf`` (odom -> base_link with every
+odometry message) and ``/tf_static`` (base_link -> IMU, GNSS antenna and wheels, once, latched) with the QoS of tf2_ros'
+broadcasters and the messages ``process`` writes into its bags (:meth:`ObserverPipeline.tf`, :meth:`~ObserverPipeline.tf_static`).
 """
 from __future__ import annotations
 
@@ -21,15 +23,19 @@ from typing import Sequence
 
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
 from state_observer.conventions import yaw_rad
-from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, SENSOR_MSGTYPES, make_typestore
+from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, SENSOR_MSGTYPES, TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC, make_typestore
 from state_observer.io.params import NODE_NAME, PARAMETERS, applies_to, check, config_from, params_file_sections
 from state_observer.io.pipeline import DropWatch, ObserverPipeline, load_observer
 from state_observer.ros.common import ParameterError, message_class, run
 
 LATENCY_WINDOW = 20000  # IMU-to-estimate latencies kept for the statistics
+# tf2_ros' TransformBroadcaster and StaticTransformBroadcaster: what RViz, Foxglove and tf2 listeners expect
+TF_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
+TF_STATIC_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                           durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class ObserverNode(Node):
@@ -90,15 +96,16 @@ class ObserverNode(Node):
         pose_type = message_class("geometry_msgs/msg/PoseWithCovarianceStamped")
         self.create_subscription(pose_type, "set_pose", self._on_set_pose, reliable)  # robot_localization's name
         self.create_timer(1.0 / self.pipeline.config.rates["diagnostics"], self._publish_diagnostics)
-        self._tf = None
+        self._tf = self._tf_static = None
         if self.config.publish_tf:
-            try:
-                from tf2_ros import TransformBroadcaster
-
-                self._tf = TransformBroadcaster(self)
-            except ImportError:
-                self.get_logger().info("tf2_ros is not installed: no odom -> base_link transform broadcast "
-                                       f"(the same pose is on {OUTPUT_TOPICS['odometry']}; foxglove_relay serves it to Foxglove as /tf)")
+            tf_type = message_class(TF_MESSAGE)
+            if tf_type is None:
+                self.get_logger().warning(f"{TF_MESSAGE} is not importable: no {TF_TOPIC} and {TF_STATIC_TOPIC} "
+                                          f"(the same pose is on {OUTPUT_TOPICS['odometry']})")
+            else:
+                self._tf = self.create_publisher(tf_type, TF_TOPIC, TF_QOS)
+                self._tf_static = self.create_publisher(tf_type, TF_STATIC_TOPIC, TF_STATIC_QOS)
+        self._tf_static_due = self._tf_static is not None
         self.get_logger().info(
             f"observer {self.config.settings.observer}, vehicle {self.config.vehicle_file or 'default'}, "
             f"listening on {', '.join(self.config.topics.values())}; start: {self.config.settings.start_mode}")
@@ -149,24 +156,15 @@ class ObserverNode(Node):
                     if kind == "imu":
                         self.latencies_ns.append(time.perf_counter_ns() - start)
                     if self._tf is not None:
-                        self._broadcast(observer.odometry())
+                        self._tf.publish(self.pipeline.tf(out.stamp_ns))
+                    if self._tf_static_due:  # once the observer has started: the wheels are where the model has them
+                        self._tf_static_due = False
+                        self._tf_static.publish(self.pipeline.tf_static(out.stamp_ns))
         except Exception as exc:  # noqa: BLE001 - never crash on data; say so once, then count
             observer.counters[kind][f"dropped: internal error {type(exc).__name__}: {exc}"] += 1
             if self._errors_logged < 5:
                 self._errors_logged += 1
                 self.get_logger().error(f"{kind} sample at {sample.stamp_ns} ns: {traceback.format_exc()}")
-
-    def _broadcast(self, odometry) -> None:
-        """odom -> base_link of an :class:`~state_observer.estimation.online.Odometry` record."""
-        from geometry_msgs.msg import TransformStamped
-
-        t = TransformStamped()
-        t.header.stamp.sec, t.header.stamp.nanosec = divmod(odometry.stamp_ns, 1_000_000_000)
-        t.header.frame_id, t.child_frame_id = self.config.odom_frame, self.config.base_frame
-        (t.transform.translation.x, t.transform.translation.y, t.transform.translation.z) = (float(v) for v in odometry.position_m)
-        w, x, y, z = (float(v) for v in odometry.orientation_wxyz)
-        t.transform.rotation.x, t.transform.rotation.y, t.transform.rotation.z, t.transform.rotation.w = x, y, z, w
-        self._tf.sendTransform(t)
 
     def _on_set_pose(self, msg) -> None:
         """set_pose (geometry_msgs/PoseWithCovarianceStamped in the odom frame): the observer starts again there."""
