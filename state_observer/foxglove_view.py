@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable
 
+from .conventions import WHEELS
 from .errors import InputError
 from .io.bag import message_definitions, read_raw
 
@@ -115,7 +116,6 @@ def _subscription_listener(foxglove):
 
 
 # ----- the shipped layout ---------------------------------------------------------------------------------------------
-WHEELS = ("fl", "fr", "rl", "rr")
 
 
 def layout():

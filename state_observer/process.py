@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .conventions import sideslip_rad, yaw_rad
+from .conventions import WHEELS, sideslip_rad, yaw_rad
 from .errors import StateObserverError
 from .estimation.online import OpenLoop, StreamLoss, stream_losses
 from .io.bag import BAG_VERSION, DEFAULT_STORAGE, BagWriter, IoError, bag_info, custom_data, read_messages
@@ -41,7 +41,6 @@ from .io.pipeline import ObserverPipeline, loss_line
 
 _NS = 1_000_000_000
 REPORT_PERIOD_NS = 20_000_000  # one report row every 20 ms of sensor time (when tire forces are published: with each)
-WHEELS = ("fl", "fr", "rl", "rr")
 FORCE_COLUMNS = [f"f{c}_{w}_n" for c in "xyz" for w in WHEELS]
 SIGMA_COLUMNS = [f"f{c}_sigma_{w}_n" for c in "xyz" for w in WHEELS]
 ROW_COLUMNS = ["t_s", "x_m", "y_m", "z_m", "roll_rad", "pitch_rad", "yaw_rad", "speed_m_s", "yaw_rate_rad_s", "sideslip_rad",

@@ -51,7 +51,8 @@ def test_gnss_position_leaves_orientation_out_by_default():
 def detailed():
     from state_observer.paths import default_vehicle_path
     from state_observer.vehicle.description import load_vehicle
-    from state_observer.vehicle.detailed import WHEELS, DetailedVehicle
+    from state_observer.conventions import WHEELS
+    from state_observer.vehicle.detailed import DetailedVehicle
 
     vehicle = DetailedVehicle(load_vehicle(default_vehicle_path()))
     vehicle.start(speed_m_s=12.0)

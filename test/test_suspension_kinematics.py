@@ -13,10 +13,11 @@ import pytest
 from numdiff import jacobian_fd
 from scipy.spatial.transform import Rotation
 
+from state_observer.conventions import WHEELS
 from state_observer.mbs import solve_position
 from state_observer.vehicle import kinematic_fit as kf
 from state_observer.vehicle.description import load_vehicle
-from state_observer.vehicle.detailed import WHEELS, DetailedVehicle
+from state_observer.vehicle.detailed import DetailedVehicle
 
 MIRROR = np.array([1.0, -1.0, 1.0])
 COARSE = dict(travel_step_m=0.02, rack_nodes=7)  # cache tests only: 9 x 7 nodes

@@ -198,7 +198,7 @@ def test_runs_the_same_on_a_flat_mesh_road(desc):
 def test_quaternion_from_matrix_matches_scipy():
     from scipy.spatial.transform import Rotation
 
-    from state_observer.vehicle.detailed import quaternion_from_matrix
+    from state_observer.conventions import quaternion_from_matrix
 
     for r in Rotation.random(300, random_state=4):
         x, y, z, w = r.as_quat()

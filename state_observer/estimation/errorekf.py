@@ -990,7 +990,7 @@ class DetailedErrorEKF(VehicleErrorEKF):
         if settings.force_estimation:
             raise ValueError("DetailedErrorEKF estimates positions and velocities only: use force_estimation=False")
         super().__init__(vehicle, mounts, settings)
-        from ..vehicle.detailed import WHEELS
+        from ..conventions import WHEELS
 
         model = vehicle.model
         self.sensors = models.NaturalChassisSensors(model, spins=[f"th_{w}" for w in WHEELS])

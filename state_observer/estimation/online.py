@@ -38,11 +38,10 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..conventions import yaw_rad
+from ..conventions import GRAVITY_M_S2, quaternion_to_matrix, yaw_rad
 from ..errors import ConfigError
 from ..sensors.geodesy import LocalENU
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
-from ..conventions import quaternion_to_matrix
 from ..vehicle.state import VehicleState
 from ..vehicle.reduced_kernels import body_rate_into, euler_rotation_into
 from .errorekf import N, PARAMETER_NAMES, DetailedErrorEKF, VehicleErrorEKF, axle_speeds, detailed_settings
@@ -536,7 +535,7 @@ class OnlineObserver:
         obs = OnlineObserver(self.vehicle.desc, self.mounts, settings, linear_solver=self.vehicle.solver_options.get("linear_solver"))
         t = 1_000_000_000
         rate = 10.0 / float(np.mean(getattr(obs.vehicle, "rD", 0.3)))
-        imu = ImuSample(t, 0, self.mounts.imu_frame_id, np.zeros(3), np.array([0.0, 0.0, 9.81]), 0.01, 0.1)
+        imu = ImuSample(t, 0, self.mounts.imu_frame_id, np.zeros(3), np.array([0.0, 0.0, GRAVITY_M_S2]), 0.01, 0.1)
         done, total = 0, 7
         for sample in (imu, WheelSample(t + 5_000_000, 0, np.zeros(4), np.full(4, rate), np.zeros(4)), SteeringSample(t + 5_000_000, 0, 0.0),
                        GnssFix(t + 6_000_000, 0, "", 0.0, 0.0, 0.0, 0, np.eye(3) * 4.0),

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..vehicle import reduced_kernels as kern
-from ..vehicle.reduced import GRAVITY_M_S2
+from ..conventions import GRAVITY_M_S2
 from .errorekf import N, ErrorEkfSettings, VehicleErrorEKF
 
 NOT_OBSERVABLE, CONVERGING, CONVERGED, AT_BOUND = 0, 1, 2, 3

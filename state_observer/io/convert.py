@@ -66,7 +66,7 @@ from state_observer.sensors.samples import (
     SteeringSample,
     WheelSample,
 )
-from state_observer.conventions import quaternion_to_matrix  # noqa: F401  (also part of this module's API)
+from state_observer.conventions import quaternion_from_matrix, quaternion_to_matrix  # noqa: F401  (quaternion_to_matrix: also part of this module's API)
 from state_observer.vehicle.state import VehicleState
 from state_observer.errors import IoError
 
@@ -751,8 +751,6 @@ def mount_transforms(mounts, stamp_ns: int, base: str = BASE_FRAME, imu_frame: s
                      gnss_frame: str | None = None) -> list[tuple[int, str, str, Any, Any]]:
     """base -> the IMU (at its mounting rotation) and base -> the GNSS antenna (unrotated) of a
     :class:`~state_observer.sensors.mounts.SensorMounts`, as :func:`tf_msg` tuples; the frames are the mounts' unless given."""
-    from state_observer.vehicle.detailed import quaternion_from_matrix
-
     return [(stamp_ns, base, imu_frame or mounts.imu_frame_id, mounts.imu_position_m, quaternion_from_matrix(np.asarray(mounts.imu_rotation, float))),
             (stamp_ns, base, gnss_frame or mounts.gnss_frame_id, mounts.gnss_position_m, (1.0, 0.0, 0.0, 0.0))]
 

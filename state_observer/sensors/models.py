@@ -24,10 +24,11 @@ import math
 import numpy as np
 from numba import njit
 
+from ..conventions import GRAVITY_M_S2
 from ..mbs.small_linalg import cross, mm, mtv, mv, skew
 
 N = 14  # coordinates of the 14-DOF model
-GRAVITY_ENU_M_S2 = np.array([0.0, 0.0, -9.81])
+GRAVITY_ENU_M_S2 = np.array([0.0, 0.0, -GRAVITY_M_S2])
 
 
 def _skew(v: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-WHEELS = ("fl", "fr", "rl", "rr")  # order of every per-wheel array
+from ..conventions import WHEELS  # order of every per-wheel array
 WHEEL_JOINTS = tuple(f"wheel_{w}_joint" for w in WHEELS)
 STEERING_JOINT = "steering_wheel_joint"
 

@@ -13,8 +13,6 @@ from typing import Callable
 
 import numpy as np
 
-GRAVITY_M_S2 = 9.81
-
 
 # ----- paths ---------------------------------------------------------------------------------------
 class Path:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..conventions import GRAVITY_M_S2
+
 # Magic-Formula characteristic of the truth tires (Pacejka 2012 §4.3.2): shape C and curvature E drawn per seed over
 # the range of passenger-car tires (C 1.2-1.5 lateral, E -1.5..0.2: the force peaks at 1.8 to 5 times the slip where
 # the linear law reaches the friction, and gives 0.73-0.84 of the friction there), so that no fixed observer curve
@@ -151,7 +153,7 @@ def _static_wheel_load_n(desc, corner) -> float:
     front, rear = desc.corners[0].wheel_centre_m[0], desc.corners[2].wheel_centre_m[0]
     share_front = (desc.com_m[0] - rear) / (front - rear)
     share = share_front if corner.axle == "front" else 1.0 - share_front
-    return float(0.5 * share * desc.total_mass_kg * 9.81)
+    return float(0.5 * share * desc.total_mass_kg * GRAVITY_M_S2)
 
 
 def truth_sensors(config, m: Mismatch):

@@ -46,7 +46,7 @@ from typing import Iterable, Union
 import numpy as np
 import yaml
 
-from ..conventions import quaternion_to_matrix
+from ..conventions import GRAVITY_M_S2, quaternion_to_matrix
 from ..errors import SensorConfigError
 from ..sensors.geodesy import LocalENU
 from ..sensors.mounts import SensorMounts
@@ -55,8 +55,6 @@ from ..vehicle.state import VehicleState
 
 Sample = Union[ImuSample, GnssFix, GnssVelocity, WheelSample, SteeringSample]
 
-GRAVITY_M_S2 = 9.81
-"""Default magnitude of gravity; pass the vehicle model's value to :class:`SensorSynthesizer`."""
 
 NAVSAT_STATUS = {"no_fix": -1, "fix": 0, "sbas": 1, "gbas": 2}
 """``sensor_msgs/NavSatStatus.status`` values."""

@@ -47,12 +47,10 @@ from .state import VehicleState
 from ..errors import ModelError
 from ..mbs.forces import _SpringDamperSet
 from .chassis_loads import AeroDrag, AntiRollBar
+from ..conventions import GRAVITY_M_S2, WHEELS, quaternion_from_matrix
 from .road import FlatRoad
 from .tire import TireParameters
 from .wheel_loads import WheelLoads, WheelSpec, _cross
-
-GRAVITY_M_S2 = 9.81
-WHEELS = ("fl", "fr", "rl", "rr")
 
 
 def _point_mass_inertia(points: list[np.ndarray], mass: float) -> tuple[np.ndarray, np.ndarray]:
@@ -462,22 +460,3 @@ def tire_parameters(corner) -> TireParameters:
     )
 
 
-def quaternion_from_matrix(R: np.ndarray) -> np.ndarray:
-    """Unit quaternion (w, x, y, z) of a rotation matrix (Shepperd's method).
-
-    R must be orthonormal to the accuracy wanted (the chassis axes are, to the constraint tolerance);
-    the result is normalised."""
-    tr = np.trace(R)
-    if tr > 0.0:
-        s = 2.0 * math.sqrt(1.0 + tr)
-        q = np.array([0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s])
-    else:
-        i = int(np.argmax(np.diag(R)))
-        j, k = (i + 1) % 3, (i + 2) % 3
-        s = 2.0 * math.sqrt(1.0 + R[i, i] - R[j, j] - R[k, k])
-        q = np.empty(4)
-        q[0] = (R[k, j] - R[j, k]) / s
-        q[1 + i] = 0.25 * s
-        q[1 + j] = (R[j, i] + R[i, j]) / s
-        q[1 + k] = (R[k, i] + R[i, k]) / s
-    return q / np.linalg.norm(q) * (1.0 if q[0] >= 0.0 else -1.0)

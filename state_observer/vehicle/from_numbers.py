@@ -29,7 +29,8 @@ import yaml
 from ..mbs import solve_position
 from .description import (DRIVEN_AXLES, SUSPENSION_TYPES, Corner, VehicleConfigError, VehicleDescription,
                           load_vehicle, load_vehicle_dict)
-from .detailed import GRAVITY_M_S2 as G, DetailedVehicle
+from ..conventions import GRAVITY_M_S2 as G
+from .detailed import DetailedVehicle
 from ..errors import CarNumbersError
 
 __all__ = ["CarNumbers", "CarNumbersError", "Characteristics", "characteristics", "generate", "new_command",

@@ -60,11 +60,11 @@ import numpy as np
 from numba import njit
 from scipy.interpolate import make_interp_spline
 
+from ..conventions import WHEELS
+from ..errors import KinematicsError
 from ..mbs import SolverError, solve_position, transform_coordinates
 from ..mbs.small_linalg import mm
 from ..paths import package_cache_dirs
-from .detailed import WHEELS
-from ..errors import KinematicsError
 
 CHANNELS = ("x_m", "y_m", "z_m", "steer_rad", "inclination_rad", "dive_rad", "spring_length_m")
 DIVE = CHANNELS.index("dive_rad")

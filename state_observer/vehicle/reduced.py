@@ -33,13 +33,12 @@ from ..mbs.integrators import StepResult
 from ..mbs.model import body_point
 from .state import VehicleState
 from . import reduced_kernels as kern
-from .detailed import WHEELS, DetailedVehicle, quaternion_from_matrix
+from ..conventions import GRAVITY_M_S2, WHEELS, quaternion_from_matrix
+from .detailed import DetailedVehicle
 from .kinematic_fit import fit_vehicle_kinematics, knuckle_rotation
 from .road import FlatRoad
 from .tire import TireOutput
 from .wheel_loads import GEOMETRY_WIDTH, Contact
-
-GRAVITY_M_S2 = 9.81
 UNSPRUNG_BODIES = ("knuckle", "lower_arm", "upper_arm", "tie_rod", "toe_link")
 
 
