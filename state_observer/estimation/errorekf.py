@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from ..mbs.small_linalg import lu_factor, lu_solve_columns
+from ..mbs.small_linalg import lu_factor, lu_solve_columns, skew
 from ..sensors import models
 from .kalman import DEFAULT_GATE_PROBABILITY, GateCache, SensorStatistics, joseph_update, record_update, sequential_update, white_acceleration_covariance
 
@@ -319,10 +319,10 @@ def _imu_blocks(x, P, q, qd, qdd, S, r, gyro, accel, gyro_var, accel_var, A, B, 
     St = np.ascontiguousarray(S.T)
     nis_gyro = nis_accel = 0.0
     if use_gyro:
-        h, H = models._gyroscope(q, qd, St)
+        h, H = models.gyroscope_kernel(q, qd, St)
         nis_gyro = _error_block(x, P, gyro, h, H, np.diag(gyro_var), A, B, Gp, gate, nu_gyro, gyro_bias_col, gyro_scale_col)
     if use_accel:
-        h, H = models._accelerometer(q, qd, qdd, r, St, models.GRAVITY_ENU_M_S2)
+        h, H = models.accelerometer_kernel(q, qd, qdd, r, St, models.GRAVITY_ENU_M_S2)
         nis_accel = _error_block(x, P, accel, h, H, np.diag(accel_var), A, B, Gp, gate, nu_accel, accel_bias_col, -1)
     return nis_gyro, nis_accel
 
@@ -1007,7 +1007,7 @@ class DetailedErrorEKF(VehicleErrorEKF):
         D = np.zeros((N, self.vehicle.model.n))
         D[0:3, s.ip : s.ip + 3] = np.eye(3)
         for i in s.ia:
-            D[3:6, i : i + 3] = 0.5 * models._skew(q[i : i + 3])
+            D[3:6, i : i + 3] = 0.5 * skew(q[i : i + 3])
         D[6 + np.arange(4), self._heights] = 1.0
         D[10 + np.arange(4), self._spins] = 1.0
         return D
