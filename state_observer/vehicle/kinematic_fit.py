@@ -423,6 +423,12 @@ class CornerKinematics:
     def rack_range_m(self) -> tuple[float, float]:
         return float(self.rack_m[0]), float(self.rack_m[-1])
 
+    @property
+    def spline_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(coef, bu, br) of the fit for :func:`spline_channels_into`: coef (ncu, ncr, ch, P, Q), breakpoints bu (ncu + 1,)
+        in u = travel + ``static_offset_m`` (m) and br (ncr + 1,) in rack travel (m)."""
+        return self._coef, self._bu, self._br
+
     def _channels(self, u: float, r: float) -> np.ndarray:
         """All channels at one (u, r): (ch, 6) = value, d/dz, d/ds, d2/dz2, d2/dzds, d2/ds2 (dive not shifted)."""
         return self._channels_array(np.array([u]), np.array([r]))[0]

@@ -47,15 +47,16 @@ def stack_corner_splines(corners) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     """The four corners' spline tables padded to common shapes for :func:`.reduced_kernels.position_stage`:
     coef (4, ncu, ncr, ch, P, Q), bu (4, nu), br (4, nr) and offsets (4, 5) = static travel offset (m),
     static dive (rad), steered (0/1), number of travel and rack breakpoints."""
-    shapes = np.array([k._coef.shape for k in corners])
+    shapes = np.array([k.spline_tables[0].shape for k in corners])
     coef = np.zeros((4,) + tuple(shapes.max(axis=0)))
     bu = np.zeros((4, shapes[:, 0].max() + 1))
     br = np.zeros((4, shapes[:, 1].max() + 1))
     offsets = np.zeros((4, 5))
     for c, k in enumerate(corners):
-        a, b, _, p, r = k._coef.shape
-        coef[c, :a, :b, :, :p, :r] = k._coef
-        bu[c, : a + 1], br[c, : b + 1] = k._bu, k._br
+        k_coef, k_bu, k_br = k.spline_tables
+        a, b, _, p, r = k_coef.shape
+        coef[c, :a, :b, :, :p, :r] = k_coef
+        bu[c, : a + 1], br[c, : b + 1] = k_bu, k_br
         offsets[c] = (k.static_offset_m, k.dive_static_rad, float(k.steered), a + 1, b + 1)
     return coef, bu, br, offsets
 
@@ -449,7 +450,7 @@ class _Solver(ALI3P):
         t1 = self.t + self.dt
         v._inputs[kern.IN_TIRE_DT] = max(t1 - v._t0, 1e-9)  # as ReducedVehicle._accumulate
         if road is not self._plane_of:
-            self._plane = np.concatenate([[road.height_m, road.grade_x, road.grade_y], road._normal])
+            self._plane = np.concatenate([[road.height_m, road.grade_x, road.grade_y], road.normal])
             self._plane_of = road
         v._position_key = None  # the work arrays are left at the last iterate
         q, qd, qdd, it, converged, norm_dq, size = kern.trapezoidal_step(
