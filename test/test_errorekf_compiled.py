@@ -290,10 +290,10 @@ def test_spi_force_residuals_match_the_model_evaluation(filt):
     v = filt.vehicle
     solver = v.solver
     thetas = np.array([[v.total_mass_kg, 1.0], [v.total_mass_kg * 0.9, 0.7], [v.total_mass_kg * 1.1, 0.4]])
-    before = v.total_mass_kg, v.mu.copy(), v._tire_out.copy(), v.body.copy()
+    before = v.total_mass_kg, v.mu.copy(), np.array(v.last), v.body.copy()
     got = v.force_residuals(thetas, range(N))
     assert v.total_mass_kg == before[0] and np.array_equal(v.mu, before[1])
-    assert np.array_equal(v._tire_out, before[2]) and np.array_equal(v.body, before[3])
+    assert np.array_equal(np.array(v.last), before[2]) and np.array_equal(v.body, before[3])
     saved = v.force_correction.copy()
     try:
         for theta, r in zip(thetas, got):
@@ -301,7 +301,7 @@ def test_spi_force_residuals_match_the_model_evaluation(filt):
             v.mu = theta[1]
             v.force_correction[:] = 0.0
             Q = np.zeros(N)
-            v._accumulate(solver.q, solver.qd, solver.t, Q, None, None)
+            v.accumulate(solver.q, solver.qd, solver.t, Q, None, None)
             inertial = v.mass_matrix(solver.q) @ solver.qdd
             expected = inertial - Q
             np.testing.assert_allclose(r, expected, rtol=0, atol=1e-12 * np.abs(inertial).max())  # a difference of ~1e4 N terms

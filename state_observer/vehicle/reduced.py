@@ -253,7 +253,7 @@ class ReducedVehicle:
         s = self.solver
         self._position(s.q)  # the road below the wheel centres
         inputs = self._inputs.copy()
-        inputs[kern.IN_TIRE_DT] = 1.0 if steady_tires else max(s.t - self._t0, 1e-9)  # as _accumulate
+        inputs[kern.IN_TIRE_DT] = 1.0 if steady_tires else max(s.t - self._t0, 1e-9)  # as accumulate
         return kern.force_residuals(thetas, np.asarray(rows, dtype=np.intp), self.total_mass_kg, s.q, s.qd, s.qdd, inputs[kern.IN_RACK], *self._splines,
                                     self.body, self._inertia, inputs, self._xi0, self._road_height, self._road_normal, self.tire.rows, self.load_terms)
 
@@ -291,8 +291,10 @@ class ReducedVehicle:
         self._position(q)
         return self._M.copy()
 
-    def _accumulate(self, q, qd, t, Q, K, C):
-        """Add the generalised forces at (q, qd) to Q, and their stiffness and damping to K and C unless None."""
+    def accumulate(self, q, qd, t, Q, K, C):
+        """Add the generalised forces at (q, qd) and time t (N, N m; the force correction included) to Q (14,), and their
+        stiffness and damping to K and C (14, 14) unless None (the force elements' protocol, :mod:`state_observer.mbs.forces`);
+        the tire records (:attr:`last`, :attr:`contact`) follow."""
         self._position(q)
         self._inputs[kern.IN_TIRE_DT] = max(t - self._t0, 1e-9)  # deflections keep their state at the step start
         tangent = K is not None
@@ -417,7 +419,7 @@ class _Loads:
         self.vehicle = vehicle
 
     def accumulate(self, q, qd, t, Q, K, C):
-        self.vehicle._accumulate(q, qd, t, Q, K, C)
+        self.vehicle.accumulate(q, qd, t, Q, K, C)
 
     def start(self, q, qd, t):
         self.vehicle._xi0[:] = 0.0
@@ -448,7 +450,7 @@ class _Solver(ALI3P):
         if not (v.compiled_step and type(road) is FlatRoad and self._default_solve):
             return super().step()
         t1 = self.t + self.dt
-        v._inputs[kern.IN_TIRE_DT] = max(t1 - v._t0, 1e-9)  # as ReducedVehicle._accumulate
+        v._inputs[kern.IN_TIRE_DT] = max(t1 - v._t0, 1e-9)  # as ReducedVehicle.accumulate
         if road is not self._plane_of:
             self._plane = np.concatenate([[road.height_m, road.grade_x, road.grade_y], road.normal])
             self._plane_of = road
