@@ -67,7 +67,7 @@ def soak(minutes: float, workdir: Path, progress=print) -> dict:
         node = ObserverNode(context=context)
         executor.add_node(node)
         published: Counter = Counter()
-        for kind, publisher in node._output_publishers.items():
+        for kind, publisher in node.output_publishers.items():
             def counting(msg, _publish=publisher.publish, _kind=kind):
                 published[_kind] += 1
                 _publish(msg)
@@ -79,7 +79,7 @@ def soak(minutes: float, workdir: Path, progress=print) -> dict:
         for i, (topic, _msgtype, log_ns, data) in enumerate(read_raw(bag, topics=[SENSOR_TOPICS[k] for k in SENSOR_TOPICS])):
             if first_ns is None:
                 first_ns, next_ns = log_ns, log_ns + 60_000_000_000
-            node._on_message(kind_of_topic[topic], data)
+            node.on_message(kind_of_topic[topic], data)
             if i % 200 == 0:
                 executor.spin_once(timeout_sec=0.0)
             if log_ns >= next_ns:

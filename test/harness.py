@@ -15,3 +15,11 @@ def simulated_scenario(name: str, duration_s: float, seed: int):
     manoeuvre.duration_s = duration_s
     truths, samples = ev.simulate_truth(desc, config, manoeuvre, seed=seed)
     return desc, config, manoeuvre, truths, samples
+
+
+def odometry_pose(observer) -> tuple[float, float, float, float]:
+    """(x m, y m, yaw rad, forward speed m/s) of a started OnlineObserver's odometry."""
+    from state_observer.conventions import yaw_rad
+
+    o = observer.odometry()
+    return float(o.position_m[0]), float(o.position_m[1]), yaw_rad(o.orientation_wxyz), float(o.velocity_body_m_s[0])

@@ -193,7 +193,7 @@ def test_imu_lever_arm_transfer_uses_the_differentiated_yaw_rate():
         t = s.stamp_ns * 1e-9
         if t > 0.5:
             assert ekf.state().yaw_rate_rad_s == pytest.approx(alpha * t, abs=0.01)  # held between IMU samples
-            alpha_by_tick[ekf._diff_ns] = ekf.yaw_acceleration_rad_s2
+            alpha_by_tick[ekf.yaw_acceleration_stamp_ns] = ekf.yaw_acceleration_rad_s2
             acceleration.append(ekf.x[6:8].copy())
     # 3 or 4 gyro samples fall between 30 Hz ticks, so the difference quotient alternates
     # between 0.45 and 0.6 rad/s^2; on average it is alpha

@@ -44,11 +44,12 @@ def filt(request):
 def mapped(f, H, bias_col=-1, h=None, scale_col=-1):
     """H over [z, z_dot, z_ddot] onto [dz, dz_dot, e]: dz_ddot = A dz + B dz_dot + Gp e, plus the identity on a sensor's
     bias columns."""
+    lin = f.linearisation
     out = np.zeros((H.shape[0], len(f.x)))
     out[:, : 2 * N] = H[:, : 2 * N]
-    out[:, :N] += H[:, 2 * N :] @ f._A
-    out[:, N : 2 * N] += H[:, 2 * N :] @ f._B
-    out[:, 2 * N :] += H[:, 2 * N :] @ f._Gp
+    out[:, :N] += H[:, 2 * N :] @ lin.A
+    out[:, N : 2 * N] += H[:, 2 * N :] @ lin.B
+    out[:, 2 * N :] += H[:, 2 * N :] @ lin.Gp
     if bias_col >= 0:
         out[:, bias_col : bias_col + 3] += np.eye(3)
     if scale_col >= 0:
@@ -63,9 +64,15 @@ def reference_block(f, x, P, y, h, H, R, bias_col=-1, scale_col=-1):
     return accepted, stats
 
 
+def model_state(f):
+    """q, qd, qdd of the filter's model."""
+    s = f.vehicle.solver
+    return s.q, s.qd, s.qdd
+
+
 def test_sensor_blocks_match_the_numpy_update(filt):
     f = filt
-    q, qd, qdd = f._state()
+    q, qd, qdd = model_state(f)
     m = f.mounts
     rng = np.random.default_rng(5)
     blocks = [(*models.gyroscope(q, qd, m.imu_rotation), f.gyro_bias_col, f.gyro_scale_col),
@@ -77,7 +84,8 @@ def test_sensor_blocks_match_the_numpy_update(filt):
         x0, P0 = f.x.copy(), f.P.copy()
         accepted, stats = reference_block(f, x0, P0, y, h, H, R, bias_col, scale_col)
         x1, P1, nu = f.x.copy(), f.P.copy(), np.empty(3)
-        nis = ekf._error_block(x1, P1, y, h, H, R, f._A, f._B, f._Gp, f.gate(3), nu, bias_col, scale_col)
+        lin = f.linearisation
+        nis = ekf.error_block(x1, P1, y, h, H, R, lin.A, lin.B, lin.Gp, f.gate(3), nu, bias_col, scale_col)
         assert accepted and nis == pytest.approx(stats.last_nis, rel=1e-9)
         np.testing.assert_allclose(nu, stats.last_innovation, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-12 * np.abs(x0).max())
@@ -87,7 +95,7 @@ def test_sensor_blocks_match_the_numpy_update(filt):
 
 def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
     f = filt
-    q, qd, qdd = f._state()
+    q, qd, qdd = model_state(f)
     m = f.mounts
     gyro = models.gyroscope(q, qd, m.imu_rotation)[0] + 0.01
     accel = models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation)[0] - 0.1
@@ -96,11 +104,15 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
     expected = []
     s = f.settings
     R_gyro = np.eye(3) * (0.01**2 + s.gyro_model_sigma**2)  # the sample's sigma and what the model cannot reproduce
-    R_accel = np.eye(3) * (0.1**2 + f._accelerometer_model_sigma() ** 2)
+    accel_model_sigma = s.accelerometer_model_sigma + s.accelerometer_model_relative * np.hypot(qdd[0], qdd[1])  # and a share of the model's acceleration
+    R_accel = np.eye(3) * (0.1**2 + accel_model_sigma**2)
     R_wheels = np.diag(0.05**2 + np.square(s.wheel_rate_model_sigma * qd[10:14]))
-    for name, h, H, y, R, col, scale in (("gyroscope", *f._h_gyroscope(), f._corrected_gyro(gyro), R_gyro, f.gyro_bias_col, f.gyro_scale_col),
-                                         ("accelerometer", *f._h_accelerometer(), accel - f.imu_bias[3:], R_accel, f.accel_bias_col, -1),
-                                         ("wheel_rates", *f._h_wheel_rates(), rates, R_wheels, -1, -1)):
+    corrected_gyro = gyro - f.imu_bias[:3]  # the estimated biases and z scale factor removed
+    corrected_gyro[2] /= 1.0 + f.gyro_scale
+    for name, y, R, col, scale in (("gyroscope", corrected_gyro, R_gyro, f.gyro_bias_col, f.gyro_scale_col),
+                                   ("accelerometer", accel - f.imu_bias[3:], R_accel, f.accel_bias_col, -1),
+                                   ("wheel_rates", rates, R_wheels, -1, -1)):
+        h, H = f.measurement_model(name)
         accepted, _ = reference_block(f, x0, P0, y, h, H, R, col, scale)
         expected.append(accepted)
     stats = dict(f.stats)
@@ -116,19 +128,20 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
 
 def test_covariance_propagation_and_feedback_match_the_dense_forms(filt):
     f = filt
-    F = f._transition()  # also refreshes G, A, B, M
+    F = f.transition_matrix()  # also refreshes G, A, B, M
+    lin = f.linearisation
     P = f.P.copy()
-    assert np.all(f._extra_decay[: len(f.force_names)] < 1.0) and np.all(f._extra_decay[len(f.force_names) :] == 1.0)
-    ekf._propagate_fe(P, f._G, f.dt, f.plant, f._extra_decay, np.empty_like(P))
+    assert np.all(lin.decay[: len(f.force_names)] < 1.0) and np.all(lin.decay[len(f.force_names) :] == 1.0)
+    ekf.propagate_fe(P, lin.G, f.dt, f.plant, lin.decay, np.empty_like(P))
     expected = F @ f.P @ F.T + f.plant
     np.testing.assert_allclose(P, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
     solver = f.vehicle.solver
     x = f.x
-    q, qd, qdd, finite = ekf._feed_back(x, solver.q, solver.qd, solver.qdd, f._A, f._B, f._Gp, f.P)
+    q, qd, qdd, finite = ekf.feed_back(x, solver.q, solver.qd, solver.qdd, lin.A, lin.B, lin.Gp, f.P)
     dz, dzd, e = x[:N], x[N : 2 * N], x[2 * N :]
     np.testing.assert_allclose(q, solver.q + dz, rtol=1e-14)
     np.testing.assert_allclose(qd, solver.qd + dzd, rtol=1e-14)
-    np.testing.assert_allclose(qdd, solver.qdd + f._A @ dz + f._B @ dzd + f._Gp @ e, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(qdd, solver.qdd + lin.A @ dz + lin.B @ dzd + lin.Gp @ e, rtol=1e-12, atol=1e-12)
     assert finite
 
 
@@ -138,7 +151,7 @@ def test_force_errors_are_fed_back_along_the_heading(filt):
     import copy
 
     f = copy.deepcopy(filt)
-    f._linearise()
+    f.linearise()
     k = f.force_names.index("lateral")
     yaw = f.vehicle.solver.q[5]
     before = f.vehicle.force_correction.copy()
@@ -290,10 +303,10 @@ def test_spi_force_residuals_match_the_model_evaluation(filt):
     v = filt.vehicle
     solver = v.solver
     thetas = np.array([[v.total_mass_kg, 1.0], [v.total_mass_kg * 0.9, 0.7], [v.total_mass_kg * 1.1, 0.4]])
-    before = v.total_mass_kg, v.mu.copy(), v._tire_out.copy(), v.body.copy()
+    before = v.total_mass_kg, v.mu.copy(), np.array(v.last), v.body.copy()
     got = v.force_residuals(thetas, range(N))
     assert v.total_mass_kg == before[0] and np.array_equal(v.mu, before[1])
-    assert np.array_equal(v._tire_out, before[2]) and np.array_equal(v.body, before[3])
+    assert np.array_equal(np.array(v.last), before[2]) and np.array_equal(v.body, before[3])
     saved = v.force_correction.copy()
     try:
         for theta, r in zip(thetas, got):
@@ -301,7 +314,7 @@ def test_spi_force_residuals_match_the_model_evaluation(filt):
             v.mu = theta[1]
             v.force_correction[:] = 0.0
             Q = np.zeros(N)
-            v._accumulate(solver.q, solver.qd, solver.t, Q, None, None)
+            v.accumulate(solver.q, solver.qd, solver.t, Q, None, None)
             inertial = v.mass_matrix(solver.q) @ solver.qdd
             expected = inertial - Q
             np.testing.assert_allclose(r, expected, rtol=0, atol=1e-12 * np.abs(inertial).max())  # a difference of ~1e4 N terms
@@ -320,22 +333,23 @@ def test_parameter_states_predict_the_model_response(filt):
     f = filt
     if not f.parameter_names:
         pytest.skip("no parameter states")
-    f._linearise()
+    f.linearise()
+    lin = f.linearisation
     for k, name in enumerate(f.parameter_names):
         col = f.parameter_col + k - 2 * N
         step = {"mass": 30.0}.get(name, 0.05)
         changed, same = copy.deepcopy(f.vehicle), copy.deepcopy(f.vehicle)
         theta = changed.parameters
-        theta[f._parameter_index[k]] += step
+        theta[ekf.PARAMETER_NAMES.index(name)] += step
         changed.apply_parameters(theta, carry_tire_forces=True)
-        changed.solver.qdd = changed.solver.qdd + f._Gp[:, col] * step  # as the feedback does (VehicleErrorEKF.correct)
+        changed.solver.qdd = changed.solver.qdd + lin.Gp[:, col] * step  # as the feedback does (VehicleErrorEKF.correct)
         assert changed.step().success and same.step().success
         response = changed.solver.qd - same.solver.qd
-        predicted = f._G[:, 2 * N + col] * step
+        predicted = lin.G[:, 2 * N + col] * step
         assert np.abs(response[:6]).max() > 1e-6
         np.testing.assert_allclose(response[:6], predicted[:6], rtol=0, atol=0.06 * np.abs(response[:6]).max(), err_msg=name)
     b = f.gyro_bias_col - 2 * N
-    assert not f._Gp[:, b : b + 6].any()  # the biases act on the measurements only
+    assert not lin.Gp[:, b : b + 6].any()  # the biases act on the measurements only
 
 
 def test_force_correction_turns_with_the_heading_and_fades_as_its_covariance_does():
@@ -369,12 +383,12 @@ def test_gnss_is_used_horizontally_the_altitude_is_the_roads():
         assert f.predict()
         f.correct()
     assert f.predict()
-    h, _ = f._h_gnss_position()
+    h, _ = f.measurement_model("gnss_fix")
     assert f.update_gnss_fix(h + np.array([0.5, -0.3, 30.0]), np.diag([1.0, 1.0, 4.0]))
     assert f.stats["gnss_fix"].dof == 2
     assert f.x[0] > 0.0 and f.x[1] < 0.0  # moved towards the fix horizontally
     assert abs(f.x[2]) < 1e-6 and abs(f.x[N + 2]) < 1e-5  # the height and vertical speed stay the model's
-    v, _ = f._h_gnss_velocity()
+    v, _ = f.measurement_model("gnss_velocity")
     x0, P0 = f.x.copy(), f.P.copy()
     results = []
     for climb in (3.0, 0.0):  # the vertical velocity changes nothing

@@ -90,10 +90,10 @@ def test_error_transition_is_the_trapezoidal_rule(scenario):
     for _ in range(50):
         assert filt.predict()
         filt.correct()
-    F = filt._transition()
+    F = filt.transition_matrix()
     h, s = vehicle.dt_s, vehicle.solver
     M = vehicle.mass_matrix(s.q)
-    K, C, Dr = filt._K, filt._C, filt._Dr
+    K, C, Dr = filt.linearisation.K, filt.linearisation.C, filt.linearisation.Dr
     assert np.abs(K[:, 5]).max() > 1e3  # the tire forces turn with the heading (the integrator's tangent leaves it out)
     J = np.block([[np.zeros((N, N)), np.eye(N)], [-np.linalg.solve(M, K), -np.linalg.solve(M, C)]])
     I2 = np.eye(2 * N)

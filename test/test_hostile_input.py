@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from harness import simulated_scenario
+from harness import odometry_pose, simulated_scenario
 
 pytestmark = pytest.mark.slow  # whole drives (see conftest.py)
 
@@ -232,7 +232,7 @@ def test_bag_info_of_a_bag_without_messages(tmp_path):
     from state_observer.io.convert import typestore
 
     with BagWriter(tmp_path / "empty") as writer:
-        writer._connection("/imu/data", "sensor_msgs/msg/Imu")  # a topic, no message
+        writer.add_topic("/imu/data", "sensor_msgs/msg/Imu")  # a topic, no message
     info = bag_info(tmp_path / "empty")
     assert info.duration_s == 0.0 and info.topics["/imu/data"][1] == 0
     assert typestore() is not None
@@ -295,14 +295,14 @@ def test_pose_mode_restarts_where_the_car_was_after_a_failed_step(scenario):
     desc, config, truths, samples = scenario
     obs = _observer(desc, config, observer="errorekf_fe_reduced", start_mode="pose", start_pose=(0.0, -52.0, 0.0, 15.0))
     i = _started(obs, samples)
-    before = obs._last_good_pose()
+    before = odometry_pose(obs)
     predict = obs.filter.predict
     obs.filter.predict = lambda: False
     obs.feed(samples[i]._replace(stamp_ns=obs.t_ns + 2 * obs.dt_ns))
     assert not obs.started and "model step failed" in obs.events[-1]
     obs.filter.predict = predict
     obs.feed(samples[i + 1])
-    after = obs._last_good_pose()
+    after = odometry_pose(obs)
     assert obs.started and np.hypot(after[0] - before[0], after[1] - before[1]) < 1.0 and abs(after[3] - before[3]) < 0.5
     assert np.hypot(after[0] - 0.0, after[1] + 52.0) > 5.0  # not the configured start pose
 
@@ -424,7 +424,7 @@ def test_a_position_the_fixes_agree_on_is_reacquired(long_scenario):
     desc, config, truths, samples = long_scenario
     obs = _observer(desc, config, observer="spi_reduced")
     i = _started(obs, samples)
-    obs.filter._shift_position(np.array([30.0, 0.0, 0.0]))
+    obs.filter.shift_position(np.array([30.0, 0.0, 0.0]))
     for s in samples[i:]:
         obs.feed(s)
     assert obs.filter.n_resets == 1

@@ -49,3 +49,42 @@ def test_the_check_sees_relative_imports():
     probe = PACKAGE / "estimation" / "online.py"
     assert "state_observer.vehicle.state.VehicleState" in imported_modules(probe)
     assert "state_observer.conventions.quaternion_to_matrix" in imported_modules(probe)
+
+
+NAMEDTUPLE_API = {"_replace", "_fields", "_asdict", "_make", "_field_defaults"}
+
+
+def private_reads(path: Path) -> list[str]:
+    """``x._name`` reads in a file where x is not self or cls and ``_name`` is neither namedtuple API nor defined in the
+    same file (a def, class, assignment or attribute assignment): a private attribute of another module's object; and
+``from <a module of the package> import _name``."""
+    tree = ast.parse(path.read_text(), str(path))
+    defined = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            defined.add(node.attr)
+    reads = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                and node.attr not in NAMEDTUPLE_API and node.attr not in defined
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+            reads.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("state_observer")):
+            reads += [f"line {node.lineno}: import {alias.name}" for alias in node.names
+                      if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return reads
+
+
+def package_files():
+    """The package's own modules (not those rosidl generates into msg/ and srv/)."""
+    return [p for p in sorted(PACKAGE.rglob("*.py")) if p.relative_to(PACKAGE).parts[0] not in ("msg", "srv")]
+
+
+@pytest.mark.parametrize("path", package_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_reads_another_modules_private_attributes(path):
+    reads = private_reads(path)
+    assert not reads, f"{path.relative_to(PACKAGE)} reads private attributes defined elsewhere: {reads}"

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness import odometry_pose
+
 pytestmark = pytest.mark.ros
 
 DURATION_S = 8.0
@@ -331,7 +333,7 @@ def test_set_pose_topic_restarts_the_observer_there(ros, circle_bag):
     assert ros.spin_until(lambda: observer.n_resets == resets + 1)
     assert "set_pose" in observer.events[-1]
     feeder.send(*raw[half])
-    x, y, yaw, _ = observer._last_good_pose()
+    x, y, yaw, _ = odometry_pose(observer)
     assert (x, y, yaw) == pytest.approx((5.0, 7.0, 0.5), abs=0.05)
 
 

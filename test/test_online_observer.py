@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from harness import simulated_scenario
+from harness import odometry_pose, simulated_scenario
 
 
 @pytest.fixture(scope="module")
@@ -108,25 +108,26 @@ def test_a_yaw_rate_only_imu_is_used_as_such(scenario):
     assert np.sqrt(np.mean(error**2)) < math.radians(0.5)
 
 
-def test_standstill_is_told_by_the_wheels_that_report(scenario):
+def test_standstill_is_told_by_the_wheels_that_report():
     """Zero-velocity updates need the wheels to say the car stands for 0.5 s: all four, or the two of an axle that carry
     a data set's one speed (the others NaN); one wheel is not enough, a wheel turning or a change of the reporting set
     starts the window again."""
-    desc, config, truths, samples = scenario
-    obs = _observer(desc, config)
+    from state_observer.estimation.online import StandstillDetector
+
+    detector = StandstillDetector()
     nan = math.nan
     ms = 1_000_000
 
     def stands(rates, n=60):  # 0.6 s of samples at 100 Hz
-        return [obs._standing(i * 10 * ms, np.array(rates, float)) for i in range(n)]
+        return [detector.update(i * 10 * ms, np.array(rates, float)) for i in range(n)]
 
     four = stands([0.01, -0.01, 0.0, 0.02])
     assert four[-1] and not four[0]  # after 0.4 s of the 0.5 s window
-    obs._wheel_window.clear()
+    detector.clear()
     assert stands([nan, nan, 0.01, 0.01])[-1]  # one speed on the rear axle
-    obs._wheel_window.clear()
+    detector.clear()
     assert not any(stands([nan, nan, nan, 0.0]))  # one wheel
-    obs._wheel_window.clear()
+    detector.clear()
     assert not any(stands([nan, nan, 0.5, 0.5]))  # turning
 
 
@@ -154,7 +155,8 @@ def test_pose_start_takes_the_speed_of_the_wheels(scenario):
             break
     assert isinstance(s, WheelSample)
     speed = float(np.hypot(*obs.vehicle.solver.qd[:2]))
-    assert speed == pytest.approx(float(np.mean(s.rate_rad_s)) * obs._mean_radius_m, rel=1e-9) and speed > 10.0
+    mean_radius_m = float(np.mean([c.wheel.dynamic_radius_m for c in desc.corners]))
+    assert speed == pytest.approx(float(np.mean(s.rate_rad_s)) * mean_radius_m, rel=1e-9) and speed > 10.0
 
 
 def test_a_stream_delivered_late_is_applied_in_stamp_order_within_the_reorder_window(scenario):
@@ -220,12 +222,12 @@ def test_set_pose_starts_again_at_the_pose_with_the_speed_it_had(scenario):
     for s in samples[:half]:
         obs.feed(s)
     assert obs.started
-    speed, datum, resets = obs._last_good_pose()[3], obs.datum, obs.n_resets
+    speed, datum, resets = odometry_pose(obs)[3], obs.datum, obs.n_resets
     obs.set_pose(10.0, -20.0, math.radians(30.0))
     assert not obs.started and obs.n_resets == resets + 1 and obs.datum is datum
     obs.feed(samples[half])
     assert obs.started
-    x, y, yaw, v = obs._last_good_pose()
+    x, y, yaw, v = odometry_pose(obs)
     assert (x, y) == pytest.approx((10.0, -20.0), abs=0.05) and yaw == pytest.approx(math.radians(30.0), abs=1e-3)
     assert v == pytest.approx(speed, abs=0.3)
     with pytest.raises(ValueError, match="finite"):

@@ -360,8 +360,8 @@ def test_sideslip_has_a_sigma_band(processed):
     assert moving.any() and np.isfinite(sigma[moving]).all() and (sigma[moving] > 0).all()
     assert np.degrees(np.median(sigma[moving])) < 5.0
     # the drawn band is estimate ± 3 sigma
-    r = plots._Run(run["estimate"], run["gnss"], run["innovations"], run["truth"], 0.0)
-    fig = plots._states(r)
+    r = plots.Run(run["estimate"], run["gnss"], run["innovations"], run["truth"], 0.0)
+    fig = plots.draw("states.png", r)
     ax = fig.axes[2]
     assert "sideslip" in ax.get_ylabel()
     band = [c for c in ax.collections if isinstance(c, PolyCollection) and c.get_label() == "±3σ"]

@@ -33,7 +33,7 @@ def inertia_only(vehicle, q, qd):
     try:
         vehicle.load_terms = reduced_kernels.INERTIA
         Q = np.zeros(14)
-        vehicle._accumulate(q, qd, 0.0, Q, None, None)
+        vehicle.accumulate(q, qd, 0.0, Q, None, None)
     finally:
         vehicle.load_terms = reduced_kernels.ALL_LOADS
     return Q
@@ -123,11 +123,11 @@ def test_stiffness_and_damping_match_finite_differences(reduced):
     try:
         def forces(q, qd):
             Q = np.zeros(14)
-            reduced._accumulate(q, qd, t, Q, None, None)
+            reduced.accumulate(q, qd, t, Q, None, None)
             return Q
 
         K, C, Q = np.zeros((14, 14)), np.zeros((14, 14)), np.zeros(14)
-        reduced._accumulate(q, qd, t, Q, K, C)
+        reduced.accumulate(q, qd, t, Q, K, C)
         np.testing.assert_array_equal(Q, forces(q, qd))
         h = 1e-6
         K_fd = np.array([-(forces(q + h * e, qd) - forces(q - h * e, qd)) / (2 * h) for e in np.eye(14)]).T
@@ -154,7 +154,7 @@ def test_compiled_step_is_the_integrators_step(reduced):
             reduced.force_correction[[0, 1, 5]] = 200.0 if k % 7 == 0 else 0.0
             assert reduced.step().success
             s = reduced.solver
-            states.append(np.concatenate([s.q, s.qd, s.qdd, s.Q, reduced._tire_out.ravel()]))
+            states.append(np.concatenate([s.q, s.qd, s.qdd, s.Q, np.ravel(reduced.last)]))
         runs.append((np.array(states), s.K.copy(), s.C.copy(), s.n_iterations))
     reduced.compiled_step = True
     reduced.force_correction[:] = 0.0

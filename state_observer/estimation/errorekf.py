@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from ..mbs.small_linalg import lu_factor, lu_solve_columns
+from ..mbs.small_linalg import lu_factor, lu_solve_columns, skew
 from ..sensors import models
 from .kalman import DEFAULT_GATE_PROBABILITY, GateCache, SensorStatistics, joseph_update, record_update, sequential_update, white_acceleration_covariance
 
@@ -209,7 +210,7 @@ def _map_columns(H, A, B, Gp, size):
 
 
 @njit(cache=True)
-def _error_block(x, P, y, h, H, R, A, B, Gp, gate, innovation, bias_col, scale_col):
+def error_block(x, P, y, h, H, R, A, B, Gp, gate, innovation, bias_col, scale_col):
     """:meth:`VehicleErrorEKF._apply` compiled: H mapped (:func:`_map_columns`), plus the identity on the m columns
     from ``bias_col`` (a sensor bias state; -1: none) and h[2] on ``scale_col`` (the third axis' scale-factor error;
     -1: none), the innovation y - h - H x written to ``innovation``, then :func:`.kalman.joseph_update` (its return
@@ -257,7 +258,7 @@ def _fe_transition(M, K, C, h, Dr, G, A, B, Gp):
 
 
 @njit(cache=True)
-def _propagate_fe(P, G, h, plant, decay, FP):
+def propagate_fe(P, G, h, plant, decay, FP):
     """P <- F P F^T + plant (symmetrised) for the errorEKF-FE's F = [[I + h/2 G_1, h/2 (I + G_2), h/2 G_e], G, [0, 0, D]],
     G (n, 2n + ne) its velocity rows (:func:`_fe_transition`), D = diag(``decay``) (ne,) the extra states' first-order
     decay per step (1: a random walk): two (n, m) products instead of two (m, m) ones; ``FP`` (m, m) work array."""
@@ -285,7 +286,7 @@ def _propagate_fe(P, G, h, plant, decay, FP):
 
 
 @njit(cache=True)
-def _feed_back(x, q, qd, qdd, A, B, Gp, P):
+def feed_back(x, q, qd, qdd, A, B, Gp, P):
     """errorEKF-FE feedback of x = [dz, dz_dot, e]: q + dz, qd + dz_dot, qdd + A dz + B dz_dot + Gp e (new arrays), with
     the finiteness of P and the new q."""
     n = q.shape[0]
@@ -312,18 +313,18 @@ def _feed_back(x, q, qd, qdd, A, B, Gp, P):
 def _imu_blocks(x, P, q, qd, qdd, S, r, gyro, accel, gyro_var, accel_var, A, B, Gp, gate, use_gyro, use_accel, nu_gyro, nu_accel, gyro_bias_col,
                 accel_bias_col, gyro_scale_col):
     """:meth:`VehicleErrorEKF.update_imu` compiled: the gyroscope block, then the accelerometer block
-    (:func:`_error_block`; sensor models of :mod:`state_observer.sensors.models`, mounting rotation S, lever arm r,
+    (:func:`error_block`; sensor models of :mod:`state_observer.sensors.models`, mounting rotation S, lever arm r,
     per-axis noise variances (3,) (rad/s)^2, (m/s^2)^2, the bias states' first columns or -1, the gyroscope's z scale
     factor's column or -1; ``gyro`` and ``accel`` with the estimated biases and scale already removed).  Returns both codes of :func:`.kalman.joseph_update` (0 for a block
     not used)."""
     St = np.ascontiguousarray(S.T)
     nis_gyro = nis_accel = 0.0
     if use_gyro:
-        h, H = models._gyroscope(q, qd, St)
-        nis_gyro = _error_block(x, P, gyro, h, H, np.diag(gyro_var), A, B, Gp, gate, nu_gyro, gyro_bias_col, gyro_scale_col)
+        h, H = models.gyroscope_kernel(q, qd, St)
+        nis_gyro = error_block(x, P, gyro, h, H, np.diag(gyro_var), A, B, Gp, gate, nu_gyro, gyro_bias_col, gyro_scale_col)
     if use_accel:
-        h, H = models._accelerometer(q, qd, qdd, r, St, models.GRAVITY_ENU_M_S2)
-        nis_accel = _error_block(x, P, accel, h, H, np.diag(accel_var), A, B, Gp, gate, nu_accel, accel_bias_col, -1)
+        h, H = models.accelerometer_kernel(q, qd, qdd, r, St, models.GRAVITY_ENU_M_S2)
+        nis_accel = error_block(x, P, accel, h, H, np.diag(accel_var), A, B, Gp, gate, nu_accel, accel_bias_col, -1)
     return nis_gyro, nis_accel
 
 
@@ -338,11 +339,28 @@ def _wheel_rate_block(x, P, qd, rates, var, gate, innovation):
     return joseph_update(x, P, innovation, H, np.diag(var), gate)
 
 
+class Linearisation(NamedTuple):
+    """The errorEKF-FE's model at its last linearisation (:meth:`VehicleErrorEKF.linearise`; the filter's own arrays,
+    updated in place: copy to keep them).  The error accelerations are M dz_ddot = -K dz - C dz_dot - Dr e, i.e.
+    dz_ddot = A dz + B dz_dot + Gp e; G (N, n) are the velocity rows of the transition F and ``decay`` (n - 2N,) the extra
+    states' decay per step (1: a random walk).  M kg and kg m^2, K, C, Dr in the units of the generalised forces."""
+
+    M: np.ndarray | None
+    K: np.ndarray | None
+    C: np.ndarray | None
+    Dr: np.ndarray | None
+    A: np.ndarray
+    B: np.ndarray
+    Gp: np.ndarray
+    G: np.ndarray
+    decay: np.ndarray
+
+
 class SensorBookkeeping:
     """What every vehicle filter shares around its updates: gate, per-sensor statistics, divergence flag,
     and the GNSS re-acquisition (a fix rejected for longer than ``reacquire_after_s`` moves the position
     to the fix and widens its covariance instead of being rejected for ever).  Subclasses provide
-    ``vehicle``, ``settings``, ``P`` and :meth:`_shift_position`."""
+    ``vehicle``, ``settings``, ``P`` and :meth:`shift_position`."""
 
     def _init_bookkeeping(self, settings: ErrorEkfSettings) -> None:
         self.gate = GateCache(settings.gate_probability)
@@ -366,7 +384,8 @@ class SensorBookkeeping:
     def t(self) -> float:
         return self.vehicle.solver.t
 
-    def _shift_position(self, offset_m: np.ndarray) -> None:
+    def shift_position(self, offset_m: np.ndarray) -> None:
+        """Move the estimated position by ``offset_m`` (ENU, m), as the GNSS re-acquisition does."""
         raise NotImplementedError
 
     def initial_sigma(self) -> np.ndarray:
@@ -393,7 +412,7 @@ class SensorBookkeeping:
         mean = np.mean([o for _, o in self._rejected_offsets], axis=0)
         if np.hypot(mean[0], mean[1]) > s.reacquire_far_m and waited < s.reacquire_far_after_s:
             return False  # a jump the wheels and the IMU could not have missed: a receiver's error until it persists
-        self._shift_position(np.array([mean[0], mean[1], 0.0]))  # horizontally: the road's height is not the car's
+        self.shift_position(np.array([mean[0], mean[1], 0.0]))  # horizontally: the road's height is not the car's
         self.P[:2, :] = 0.0
         self.P[:, :2] = 0.0
         self.P[:2, :2] = np.asarray(covariance_m2, float)[:2, :2] + np.eye(2) * 1e-3
@@ -472,7 +491,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.n_force_resets = 0  # force corrections dropped because the model step failed with them
         self._relinearise = fe  # the transition follows the model (else constant F)
         self._steps_since_transition = 0
-        self._M = None  # mass matrix of the last linearisation
+        self._M = self._K = self._C = self._Dr = None  # mass matrix, tangent and force-error response of the last linearisation
         self._A, self._B = np.zeros((N, N)), np.zeros((N, N))  # -M^-1 K, -M^-1 C at the last linearisation
         self._Gp = np.zeros((N, n - 2 * N))  # acceleration response to the extra states (-M^-1 dr/de)
         self._G = np.zeros((N, n))  # errorEKF-FE: the velocity rows of F (_fe_transition)
@@ -547,13 +566,13 @@ class VehicleErrorEKF(SensorBookkeeping):
         fe = self.settings.force_estimation
         if self._relinearise and self._steps_since_transition == 0:
             if fe:
-                self._linearise()  # F is kept as its velocity rows G
+                self.linearise()  # F is kept as its velocity rows G
             else:
-                self.F = self._transition()  # a model without force estimation (the detailed filter) re-linearises its F
+                self.F = self.transition_matrix()  # a model without force estimation (the detailed filter) re-linearises its F
         if self._relinearise:
             self._steps_since_transition = (self._steps_since_transition + 1) % self.settings.transition_every_steps
         if fe:
-            _propagate_fe(self.P, self._G, self.dt, self.plant, self._extra_decay, self._work)
+            propagate_fe(self.P, self._G, self.dt, self.plant, self._extra_decay, self._work)
         else:
             self.P[:] = self.F @ self.P @ self.F.T + self.plant
         self.x[:] = 0.0
@@ -660,9 +679,9 @@ class VehicleErrorEKF(SensorBookkeeping):
                  "rear_lateral": abs(fy[2:].sum()), "roll": ROLL_ARM_M * abs(fy.sum()), "pitch": ROLL_ARM_M * abs(fx.sum())}
         return np.array([scale[name] for name in self.force_names])
 
-    def _linearise(self) -> None:
+    def linearise(self) -> None:
         """errorEKF-FE: M, A = -M^-1 K, B = -M^-1 C, the extra states' acceleration response Gp and the velocity rows G
-        of F at the current model state."""
+        of F at the current model state (:attr:`linearisation`; :meth:`predict` does it every ``transition_every_steps``)."""
         solver = self.vehicle.solver
         self._heading_frame(float(solver.q[5]))
         M = self._M = self.vehicle.mass_matrix(solver.q)
@@ -675,6 +694,11 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._K, self._C, self._Dr = K, C, self.residual_sensitivity()
         if not _fe_transition(M, K, C, self.dt, self._Dr, self._G, self._A, self._B, self._Gp):
             raise np.linalg.LinAlgError("errorEKF-FE: singular mass or tangent matrix")
+
+    @property
+    def linearisation(self) -> Linearisation:
+        """The model's linearisation the filter uses (:class:`Linearisation`)."""
+        return Linearisation(self._M, self._K, self._C, self._Dr, self._A, self._B, self._Gp, self._G, self._extra_decay)
 
     def residual_sensitivity(self) -> np.ndarray:
         """Dr = dr/de (N, extra states), r = M z_ddot - Q - force correction: -1 along a force error's direction; for a
@@ -691,12 +715,12 @@ class VehicleErrorEKF(SensorBookkeeping):
             Dr[:, self.parameter_col - 2 * N :] = ((r[1:] - r[0]) / steps[:, None]).T
         return Dr
 
-    def _transition(self) -> np.ndarray:
-        """The model's error transition over one step (dense, for tests): the errorEKF-FE's F at the current state (the
-        filter itself keeps only its velocity rows, :meth:`_linearise`), or the plain errorEKF's constant F."""
+    def transition_matrix(self) -> np.ndarray:
+        """The model's error transition F over one step (dense): the errorEKF-FE's F at the current state (re-linearised;
+        the filter itself keeps only its velocity rows, :meth:`linearise`), or the plain errorEKF's constant F."""
         if not self.settings.force_estimation:
             return self.F
-        self._linearise()
+        self.linearise()
         h, m = self.dt, self.P.shape[0]
         F = np.zeros((m, m))
         F[N : 2 * N] = self._G
@@ -714,7 +738,7 @@ class VehicleErrorEKF(SensorBookkeeping):
     def _apply(self, name: str, y: np.ndarray, h: np.ndarray, H: np.ndarray, R: np.ndarray, axes=None) -> bool:
         """One gated block (:meth:`_gated_update`) with H (over [z, z_dot, z_ddot]) mapped onto the error state
         (:func:`_map_columns`) and the identity on the sensor's bias columns (``axes``: the sensor axes of the rows).  One
-        compiled call (:func:`_error_block`) unless the sensor is due for a relock or only some axes are given."""
+        compiled call (:func:`error_block`) unless the sensor is due for a relock or only some axes are given."""
         if name not in self.settings.enabled_sensors:
             return False
         stats = self.stats[name]
@@ -727,7 +751,7 @@ class VehicleErrorEKF(SensorBookkeeping):
             H = np.hstack([H, np.zeros((len(y), N))])
         if stats.consecutive_rejections < self.settings.relock_after and (bias_col < 0 or len(axes) == 3):
             innovation = np.empty(len(y))
-            nis = _error_block(self.x, self.P, y, np.asarray(h, float), H, np.ascontiguousarray(R, dtype=float),
+            nis = error_block(self.x, self.P, y, np.asarray(h, float), H, np.ascontiguousarray(R, dtype=float),
                                self._A, self._B, self._Gp, self.gate(len(y)), innovation, bias_col, scale_col)
             return record_update(stats, innovation, nis)
         H = _map_columns(H, self._A, self._B, self._Gp, self.x.shape[0])
@@ -752,7 +776,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         accepted = self._apply("gnss_fix", y[:2], h[:2], H[:2], cov[:2, :2])
         return self._after_gnss_fix(accepted, y, lambda: h, cov)
 
-    def _shift_position(self, offset_m: np.ndarray) -> None:
+    def shift_position(self, offset_m: np.ndarray) -> None:
         self._correct_state(np.concatenate([offset_m, np.zeros(N - 3)]), np.zeros(N))
 
     def update_gnss_velocity(self, velocity_enu_m_s: np.ndarray, covariance: np.ndarray) -> bool:
@@ -866,6 +890,13 @@ class VehicleErrorEKF(SensorBookkeeping):
         return self._apply("standstill", np.zeros(6), h, H, R)
 
     # ----- sensor models of the model state: (h, H over the error state's columns) -----------------------
+    def measurement_model(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """The predicted measurement h of sensor ``name`` (a key of :attr:`stats`) at the model's state and its Jacobian H
+        over [z, z_dot, z_ddot] (the detailed filter: over its error coordinates [dz, dz_dot])."""
+        models_by_name = {"gnss_fix": self._h_gnss_position, "gnss_velocity": self._h_gnss_velocity, "gyroscope": self._h_gyroscope,
+                          "accelerometer": self._h_accelerometer, "wheel_rates": self._h_wheel_rates, "standstill": self._h_standstill}
+        return models_by_name[name]()
+
     def _h_standstill(self):
         q, qd, _ = self._state()
         (hv, Hv), (hw, Hw) = models.gnss_velocity(q, qd, np.zeros(3)), models.gyroscope(q, qd, np.eye(3))
@@ -936,7 +967,7 @@ class VehicleErrorEKF(SensorBookkeeping):
             self._check_divergence(self.vehicle.solver.q)
             return
         solver = self.vehicle.solver
-        q, qd, qdd, finite = _feed_back(x, solver.q, solver.qd, solver.qdd, self._A, self._B, self._Gp, self.P)
+        q, qd, qdd, finite = feed_back(x, solver.q, solver.qd, solver.qdd, self._A, self._B, self._Gp, self.P)
         if finite:
             solver.q, solver.qd, solver.qdd = q, qd, qdd
             e = x[2 * N :]
@@ -1007,7 +1038,7 @@ class DetailedErrorEKF(VehicleErrorEKF):
         D = np.zeros((N, self.vehicle.model.n))
         D[0:3, s.ip : s.ip + 3] = np.eye(3)
         for i in s.ia:
-            D[3:6, i : i + 3] = 0.5 * models._skew(q[i : i + 3])
+            D[3:6, i : i + 3] = 0.5 * skew(q[i : i + 3])
         D[6 + np.arange(4), self._heights] = 1.0
         D[10 + np.arange(4), self._spins] = 1.0
         return D
@@ -1029,7 +1060,7 @@ class DetailedErrorEKF(VehicleErrorEKF):
             self._R, self._R_at = np.linalg.solve(A, rhs), key
         return self._R
 
-    def _transition(self) -> np.ndarray:
+    def transition_matrix(self) -> np.ndarray:
         """The trapezoidal transition of the model projected on the error coordinates."""
         solver, R = self.vehicle.solver, self.velocity_transform()
         return trapezoidal_transition(R.T @ self.vehicle.model.mass @ R, R.T @ solver.K @ R, R.T @ solver.C @ R, self.dt)

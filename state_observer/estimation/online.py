@@ -81,7 +81,7 @@ class OnlineSettings:
     accel_sigma_m_s2: float = 0.025
     wheel_rate_sigma_rad_s: float = 0.05
     sensors: tuple = ("imu", "gnss_fix", "gnss_velocity", "wheels")  # streams used for updates (steering is an input)
-    standstill_updates: bool = True  # zero velocity and rates while the wheels say the car stands (OnlineObserver._standing)
+    standstill_updates: bool = True  # zero velocity and rates while the wheels say the car stands (StandstillDetector)
     max_delay_s: float = 0.3  # samples stamped further behind the model are dropped
     time_jump_s: float = 1.0  # samples this far behind or ahead of the model: the time jumped (or a long silence)
     reorder_window_s: float = 0.0  # the model stays this far behind the newest stamp, so samples of streams delivered late (a deep
@@ -452,6 +452,36 @@ class _Pending(NamedTuple):
     sample: object
 
 
+class StandstillDetector:
+    """Standstill told by the wheels (:meth:`update`): over the last 0.5 s (:data:`STANDSTILL_WINDOW_NS`) every reporting
+    wheel's mean rate below STANDSTILL_MEAN_RAD_S and no sample above STANDSTILL_PEAK_RAD_S (encoder noise of 0.05 rad/s
+    averages out; a car creeping at 2 cm/s does not pass).  Two wheels that report suffice (a data set with one speed
+    on an axle); their set must stay the same through the window."""
+
+    def __init__(self):
+        self._window: deque = deque()  # (stamp_ns, rates (4,)) of the last STANDSTILL_WINDOW_NS
+
+    def clear(self) -> None:
+        """Forget the wheel samples seen."""
+        self._window.clear()
+
+    def update(self, stamp_ns: int, rates: np.ndarray) -> bool:
+        """Take a wheel sample (rates (4,) rad/s, NaN: not reported); whether the car stands now."""
+        window = self._window
+        finite = np.isfinite(rates)
+        if window and not np.array_equal(np.isfinite(window[-1][1]), finite):
+            window.clear()  # another set of wheels reports
+        if finite.sum() < 2 or np.any(np.abs(rates[finite]) >= STANDSTILL_PEAK_RAD_S):
+            window.clear()
+            return False
+        window.append((stamp_ns, rates))
+        while stamp_ns - window[0][0] > STANDSTILL_WINDOW_NS:
+            window.popleft()
+        if stamp_ns - window[0][0] < 0.8 * STANDSTILL_WINDOW_NS:
+            return False
+        return bool(np.all(np.abs(np.mean([r[finite] for _, r in window], axis=0)) < STANDSTILL_MEAN_RAD_S))
+
+
 class OnlineObserver:
     """Sensor samples in (:meth:`feed`), estimates out (:meth:`estimate`); module docstring."""
 
@@ -498,7 +528,7 @@ class OnlineObserver:
         self._last_velocity: tuple | None = None
         self._last_wheel_rate: tuple | None = None  # (stamp_ns, mean wheel rate rad/s) before the start
         self._first_stamp_ns: int | None = None  # start_mode pose: the first sample's stamp (the wait for a wheel speed)
-        self._wheel_window: deque = deque()  # (stamp_ns, rates (4,)) of the last STANDSTILL_WINDOW_NS: standstill detection
+        self._standstill = StandstillDetector()
         self._requested_pose: tuple | None = None  # set_pose: (x, y, yaw, forward speed or None: the wheels')
 
     def reset(self, reason: str = "requested") -> None:
@@ -789,27 +819,8 @@ class OnlineObserver:
             rates = np.asarray(sample.rate_rad_s, float)
             accepted = f.update_wheel_rates(rates, s.wheel_rate_sigma_rad_s)
             count["applied" if accepted else "rejected by the gate"] += 1
-            if s.standstill_updates and hasattr(f, "update_standstill") and self._standing(sample.stamp_ns, rates):
+            if s.standstill_updates and hasattr(f, "update_standstill") and self._standstill.update(sample.stamp_ns, rates):
                 count["zero-velocity update" if f.update_standstill() else "zero-velocity update rejected"] += 1
-
-    def _standing(self, stamp_ns: int, rates: np.ndarray) -> bool:
-        """Whether the wheels say the car stands: over the last 0.5 s (:data:`STANDSTILL_WINDOW_NS`) every reporting wheel's
-        mean rate below STANDSTILL_MEAN_RAD_S and no sample above STANDSTILL_PEAK_RAD_S (encoder noise of 0.05 rad/s
-        averages out; a car creeping at 2 cm/s does not pass).  Two wheels that report suffice (a data set with one speed
-        on an axle); their set must stay the same through the window."""
-        window = self._wheel_window
-        finite = np.isfinite(rates)
-        if window and not np.array_equal(np.isfinite(window[-1][1]), finite):
-            window.clear()  # another set of wheels reports
-        if finite.sum() < 2 or np.any(np.abs(rates[finite]) >= STANDSTILL_PEAK_RAD_S):
-            window.clear()
-            return False
-        window.append((stamp_ns, rates))
-        while stamp_ns - window[0][0] > STANDSTILL_WINDOW_NS:
-            window.popleft()
-        if stamp_ns - window[0][0] < 0.8 * STANDSTILL_WINDOW_NS:
-            return False
-        return bool(np.all(np.abs(np.mean([r[finite] for _, r in window], axis=0)) < STANDSTILL_MEAN_RAD_S))
 
     # ----- output ---------------------------------------------------------------------------------------
     def _cached(self, key: str, make):

@@ -144,7 +144,7 @@ class _StateFilter(SensorBookkeeping):
             solver.qd = self.x[N:].copy()
         self._check_divergence(self.x)
 
-    def _shift_position(self, offset_m: np.ndarray) -> None:
+    def shift_position(self, offset_m: np.ndarray) -> None:
         self.x[:3] += offset_m
 
     # ----- sensor models as functions of (q, qd, qdd) -> (h, H over [z, z_dot, z_ddot]) -----------------

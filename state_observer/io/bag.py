@@ -224,6 +224,10 @@ class BagWriter:
         connection = self._connection(topic, msgtype)
         self._write(connection, topic, bytes(data), log_ns)
 
+    def add_topic(self, topic: str, msgtype: str) -> None:
+        """Declare ``topic`` (a topic is otherwise added with its first message): a bag may hold a topic without messages."""
+        self._connection(topic, msgtype)
+
     def _connection(self, topic: str, msgtype: str) -> Connection:
         """The connection of ``topic``, created on first use; a type conflict is an IoError."""
         if self._writer is None:

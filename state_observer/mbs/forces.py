@@ -123,10 +123,12 @@ class SpringDampers:
 
     def compile(self, ctx):
         parts = [sd.compile(ctx) for sd in self.springs]
-        return _SpringDamperSet(parts)
+        return SpringDamperSet(parts)
 
 
-class _SpringDamperSet:
+class SpringDamperSet:
+    """:class:`SpringDampers` compiled into a model: lengths, rates and tensions of all its springs at once."""
+
     stiff = True
     state_dependent = True
 

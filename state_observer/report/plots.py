@@ -54,7 +54,7 @@ def make_figures(out: Path, estimate: dict, gnss: dict, innovations: dict,
     A figure without data (e.g. the error plot without truth) is not written, and
     an old file of that name is removed. A figure that fails is reported with a warning and comes
     back as (None, heading, error message), so that one bad plot does not cost the whole report."""
-    run = _Run(estimate, gnss, innovations, truth, window_s)
+    run = Run(estimate, gnss, innovations, truth, window_s)
     written = []
     with matplotlib.rc_context(RC):
         for filename, heading, caption, draw in PLOTS:
@@ -75,8 +75,9 @@ def make_figures(out: Path, estimate: dict, gnss: dict, innovations: dict,
     return written
 
 
-class _Run:
-    """The run's columns as float arrays, with decimated views for plotting and the window mask."""
+class Run:
+    """The run's tables (as :func:`make_figures` takes them) as float arrays, with decimated views for plotting and the
+    window mask (the samples from ``window_s``, s)."""
 
     def __init__(self, estimate, gnss, innovations, truth, window_s: float):
         self.est = _floats(estimate)
@@ -178,7 +179,7 @@ def _legend(ax, loc: str = "upper right", **kwargs) -> None:
         ax.legend(loc=loc, **kwargs)
 
 
-def _time_axis(run: _Run, ax) -> None:
+def _time_axis(run: Run, ax) -> None:
     """x range of the run and the time before the evaluation window shaded."""
     if run.n > 1 and run.t[-1] > run.t[0]:
         ax.set_xlim(run.t[0], run.t[-1])
@@ -214,7 +215,7 @@ def _robust_ylim(ax, arrays, mask=None, symmetric: bool = False) -> None:
                 fontsize=8, color="0.4")
 
 
-def _series(run: _Run, ax, name: str, scale: float = 1.0, label: str = "estimate",
+def _series(run: Run, ax, name: str, scale: float = 1.0, label: str = "estimate",
             band: bool = True, robust: bool = True) -> float | None:
     """Estimate with ±3σ band and truth overlay on ax, robust y range (unless told not to); returns the
     RMSE vs truth (scaled) over the window."""
@@ -259,7 +260,7 @@ def _figure(width: float, height: float, rows: int, cols: int, top: float = 0.93
 
 # ---------------------------------------------------------------------------------------- plots
 
-def _error_panel(run: _Run, ax, err, sigma, scale: float, title: str, unit: str):
+def _error_panel(run: Run, ax, err, sigma, scale: float, title: str, unit: str):
     """err (every sample) with its ±3σ band; title with window RMSE and share inside the band (returned, %)."""
     marker = "o" if run.n == 1 else None
     e_plot = err[::run.step] * scale
@@ -283,7 +284,7 @@ def _error_panel(run: _Run, ax, err, sigma, scale: float, title: str, unit: str)
     return share
 
 
-def _errors(run: _Run):
+def _errors(run: Run):
     """Error against truth with the filter's ±3σ: pose and sideslip left, tire forces and mass right."""
     if run.truth is None or not (run.has("x_m") and run.has("y_m")):
         return None
@@ -325,7 +326,7 @@ def _errors(run: _Run):
     return fig, (f"Share of the error inside ±3σ in the window: {', '.join(shares)}." if shares else "")
 
 
-def _force_errors(run: _Run, ax, axis: str, what: str):
+def _force_errors(run: Run, ax, axis: str, what: str):
     """Tire-force errors of the four wheels (kN); band: the largest wheel's ±3σ at each instant. Returns the
     mean over the wheels of the share inside their own ±3σ in the window (%), or None."""
     errs, sigmas = {}, {}
@@ -367,7 +368,7 @@ def _force_errors(run: _Run, ax, axis: str, what: str):
     return float(np.mean(shares)) if shares else None
 
 
-def _trajectory(run: _Run):
+def _trajectory(run: Run):
     if not (run.has("x_m") and run.has("y_m")):
         return None
     fig, axes = _figure(12, 9, 1, 1, top=0.95, bottom=0.07, left=0.08, right=0.98)
@@ -403,7 +404,7 @@ def _trajectory(run: _Run):
     return fig
 
 
-def _states(run: _Run):
+def _states(run: Run):
     """Speed, yaw rate and sideslip (with its ±3σ band) against truth."""
     if not (run.has("speed_m_s") or run.has("yaw_rate_rad_s") or run.has("sideslip_rad")):
         return None
@@ -436,7 +437,7 @@ SIDE_COLORS = {"l": "tab:blue", "r": "tab:orange"}  # tire-force figure: left an
 TRUTH_COLORS = {"l": "#0b3d91", "r": "#8a4b08"}  # darker shades of those for the truth
 
 
-def _tire_forces(run: _Run):
+def _tire_forces(run: Run):
     """Tire forces per axle (left and right wheel in one panel) with ±3σ bands and truth."""
     names = [f"{axis}_{wheel}_n" for axis in ("fx", "fy", "fz") for wheel in WHEELS]
     if not any(run.has(n) for n in names):
@@ -485,7 +486,7 @@ def _tire_forces(run: _Run):
     return fig
 
 
-def _parameters(run: _Run):
+def _parameters(run: Run):
     if not (run.has("mass_kg") or run.has("friction")):
         return None
     fig, axes = _figure(12, 6.5, 2, 1, top=0.94, bottom=0.09, hspace=0.3, sharex=True)
@@ -511,7 +512,7 @@ def _parameters(run: _Run):
     return fig
 
 
-def _innovations(run: _Run):
+def _innovations(run: Run):
     index = run.inn.get("sensor_index", np.empty(0)).astype(int)
     names = list(run.sensor_names)
     for i in range(len(names), int(index.max()) + 1 if len(index) else 0):
@@ -626,3 +627,10 @@ PLOTS = (
      "below: too conservative.",
      _innovations),
 )
+
+
+def draw(filename: str, run: Run):
+    """The figure of the :data:`PLOTS` entry ``filename`` for ``run``, not written (None without its data): to show or
+    adjust one figure."""
+    fig = next(draw_figure for name, _, _, draw_figure in PLOTS if name == filename)(run)
+    return fig[0] if isinstance(fig, tuple) else fig

@@ -87,7 +87,7 @@ class ObserverNode(Node):
                                 reliability=qos_profile_sensor_data.reliability, durability=qos_profile_sensor_data.durability)
         for kind, topic in self.config.topics.items():
             cls = message_class(SENSOR_MSGTYPES[kind])
-            self.create_subscription(cls, topic, partial(self._on_message, kind), sensor_qos, raw=True)
+            self.create_subscription(cls, topic, partial(self.on_message, kind), sensor_qos, raw=True)
         reset_type = message_class("state_observer/srv/Reset")
         if reset_type is not None:
             self.create_service(reset_type, "~/reset", self._on_reset)
@@ -137,7 +137,8 @@ class ObserverNode(Node):
         return values
 
     # ----- input ------------------------------------------------------------------------------------------
-    def _on_message(self, kind: str, data: bytes) -> None:
+    def on_message(self, kind: str, data: bytes) -> None:
+        """One serialised (CDR) message of sensor stream ``kind`` (a key of ``config.topics``), as its subscription gives it."""
         start = time.perf_counter_ns()
         observer = self.pipeline.observer
         try:
@@ -186,6 +187,11 @@ class ObserverNode(Node):
         response.success, response.message = True, "observer reset; it starts again from the next good GNSS fixes or the configured pose"
         self.get_logger().info(response.message)
         return response
+
+    @property
+    def output_publishers(self) -> dict:
+        """The output publishers by kind (keys of io.convert.OUTPUT_TOPICS)."""
+        return self._output_publishers
 
     # ----- diagnostics --------------------------------------------------------------------------------------
     def latency_statistics(self) -> dict:

@@ -31,10 +31,6 @@ N = 14  # coordinates of the 14-DOF model
 GRAVITY_ENU_M_S2 = np.array([0.0, 0.0, -GRAVITY_M_S2])
 
 
-def _skew(v: np.ndarray) -> np.ndarray:
-    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
-
-
 def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a x b for 3-vectors (np.cross costs ~40 us on small arrays)."""
     return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
@@ -123,11 +119,12 @@ def _gnss_velocity(q, qd, antenna_m):
 
 def gyroscope(q: np.ndarray, qd: np.ndarray, mount_rotation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Angular rate in sensor axes (rad/s): S^T E_b eta_dot."""
-    return _gyroscope(q, qd, np.ascontiguousarray(np.asarray(mount_rotation, float).T))
+    return gyroscope_kernel(q, qd, np.ascontiguousarray(np.asarray(mount_rotation, float).T))
 
 
 @njit(cache=True)
-def _gyroscope(q, qd, St):
+def gyroscope_kernel(q, qd, St):
+    """:func:`gyroscope` compiled (callable from other kernels): St = S^T (3, 3), contiguous."""
     _, _, E, dE, _ = attitude_arrays(q[3], q[4], q[5])
     eta_d = qd[3:6]
     H = np.zeros((3, 3 * N))
@@ -140,12 +137,14 @@ def _gyroscope(q, qd, St):
 def accelerometer(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, position_m: np.ndarray, mount_rotation: np.ndarray,
                   gravity_enu_m_s2: np.ndarray = GRAVITY_ENU_M_S2) -> tuple[np.ndarray, np.ndarray]:
     """Specific force in sensor axes (m/s^2) at a base_link point r (module docstring)."""
-    return _accelerometer(q, qd, qdd, np.asarray(position_m, float), np.ascontiguousarray(np.asarray(mount_rotation, float).T),
+    return accelerometer_kernel(q, qd, qdd, np.asarray(position_m, float), np.ascontiguousarray(np.asarray(mount_rotation, float).T),
                           np.asarray(gravity_enu_m_s2, float))
 
 
 @njit(cache=True)
-def _accelerometer(q, qd, qdd, r, St, gravity):
+def accelerometer_kernel(q, qd, qdd, r, St, gravity):
+    """:func:`accelerometer` compiled (callable from other kernels): lever arm r (3,) m, St = S^T (3, 3) contiguous,
+    gravity (3,) ENU m/s^2."""
     R, dR, E, dE, d2E = attitude_arrays(q[3], q[4], q[5])
     eta_d, eta_dd = qd[3:6], qdd[3:6]
     rate, pitch_rate = eta_d[0], eta_d[1]
@@ -246,8 +245,8 @@ class NaturalChassisSensors:
         for i in self.ia:
             e, ed = q[i : i + 3], qd[i : i + 3]
             w += 0.5 * _cross(e, ed)
-            Wq[:, i : i + 3] = -0.5 * _skew(ed)
-            Wqd[:, i : i + 3] = 0.5 * _skew(e)
+            Wq[:, i : i + 3] = -0.5 * skew(ed)
+            Wqd[:, i : i + 3] = 0.5 * skew(e)
         return w, Wq, Wqd
 
     def gyroscope(self, q, qd, mount_rotation):

@@ -117,7 +117,8 @@ class KinematicEKF:
         self.Q = np.diag(self.PROCESS_NOISE_DIAG)
         self.stamp_ns = int(t0_ns)
         self.tick_ns = round(1e9 / frequency_hz)
-        self._diff_ns, self._diff_rate, self.yaw_acceleration_rad_s2 = self.stamp_ns, 0.0, 0.0
+        self.yaw_acceleration_rad_s2 = 0.0  # yaw-rate difference quotient at the last timer tick (rad/s^2) ...
+        self.yaw_acceleration_stamp_ns, self._diff_rate = self.stamp_ns, 0.0  # ... that tick (ns) and the yaw rate there
 
     def feed(self, sample) -> None:
         """Predict to the sample's stamp and correct with it (unused sample types are ignored)."""
@@ -136,11 +137,11 @@ class KinematicEKF:
 
     def _differentiate(self, stamp_ns: int) -> None:
         """At the last timer tick before ``stamp_ns`` (if new): alpha = (r - r_last tick) / (t - t_last tick)."""
-        tick = self._diff_ns + (int(stamp_ns) - self._diff_ns) // self.tick_ns * self.tick_ns
-        if tick > self._diff_ns:
+        tick = self.yaw_acceleration_stamp_ns + (int(stamp_ns) - self.yaw_acceleration_stamp_ns) // self.tick_ns * self.tick_ns
+        if tick > self.yaw_acceleration_stamp_ns:
             rate = float(self.x[VYAW])
-            self.yaw_acceleration_rad_s2 = (rate - self._diff_rate) / ((tick - self._diff_ns) * 1e-9)
-            self._diff_ns, self._diff_rate = tick, rate
+            self.yaw_acceleration_rad_s2 = (rate - self._diff_rate) / ((tick - self.yaw_acceleration_stamp_ns) * 1e-9)
+            self.yaw_acceleration_stamp_ns, self._diff_rate = tick, rate
 
     def predict_to(self, stamp_ns: int) -> None:
         """Motion model and covariance over dt = stamp - last stamp (nothing if dt <= 0)."""

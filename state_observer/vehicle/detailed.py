@@ -45,12 +45,12 @@ from ..mbs import (
 )
 from .state import VehicleState
 from ..errors import ModelError
-from ..mbs.forces import _SpringDamperSet
+from ..mbs.forces import SpringDamperSet
 from .chassis_loads import AeroDrag, AntiRollBar
 from ..conventions import GRAVITY_M_S2, WHEELS, quaternion_from_matrix
 from .road import FlatRoad
 from .tire import TireParameters
-from .wheel_loads import WheelLoads, WheelSpec, _cross
+from .wheel_loads import WheelLoads, WheelSpec, cross_last_axis
 
 
 def _point_mass_inertia(points: list[np.ndarray], mass: float) -> tuple[np.ndarray, np.ndarray]:
@@ -113,7 +113,7 @@ class DetailedVehicle:
         self.wheels.brake_spin_eps_rad_s = np.maximum(0.5, max_brake * dt_s / spin_inertia)
         b.add_force(self.wheels)
         self.model = b.build()
-        self.spring_set = next(f for f in self.model.forces if isinstance(f, _SpringDamperSet))
+        self.spring_set = next(f for f in self.model.forces if isinstance(f, SpringDamperSet))
         self.independent = self._independent_coordinates()
         self.solver_options = dict(dt=dt_s, alpha=alpha, tol=tol, max_iter=max_iter, linear_solver=linear_solver)
         self.q_design = self.model.q_guess.copy()
@@ -405,8 +405,8 @@ class DetailedVehicle:
         axes = [m.index(f"{a}.x") for a in ("ex", "ey", "ez")]
         e = [q[i : i + 3] for i in axes]
         E = np.array(e)
-        omega = 0.5 * _cross(E, np.array([qd[i : i + 3] for i in axes])).sum(axis=0)
-        alpha = 0.5 * _cross(E, np.array([qdd[i : i + 3] for i in axes])).sum(axis=0)
+        omega = 0.5 * cross_last_axis(E, np.array([qd[i : i + 3] for i in axes])).sum(axis=0)
+        alpha = 0.5 * cross_last_axis(E, np.array([qdd[i : i + 3] for i in axes])).sum(axis=0)
         w, x, y, z = quaternion_from_matrix(R)
         th = np.array([m.index(f"th_{w_}") for w_ in WHEELS])
         out = self.wheels.last

@@ -423,6 +423,12 @@ class CornerKinematics:
     def rack_range_m(self) -> tuple[float, float]:
         return float(self.rack_m[0]), float(self.rack_m[-1])
 
+    @property
+    def spline_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(coef, bu, br) of the fit for :func:`spline_channels_into`: coef (ncu, ncr, ch, P, Q), breakpoints bu (ncu + 1,)
+        in u = travel + ``static_offset_m`` (m) and br (ncr + 1,) in rack travel (m)."""
+        return self._coef, self._bu, self._br
+
     def _channels(self, u: float, r: float) -> np.ndarray:
         """All channels at one (u, r): (ch, 6) = value, d/dz, d/ds, d2/dz2, d2/dzds, d2/ds2 (dive not shifted)."""
         return self._channels_array(np.array([u]), np.array([r]))[0]
@@ -585,7 +591,8 @@ def _residual(fit: CornerKinematics, u: np.ndarray, r: np.ndarray, values: np.nd
     return CornerResidual(float(err[:, :3].max() * 1e3), float(np.degrees(err[:, 3:6].max())), float(err[:, 6].max() * 1e3), len(got))
 
 
-def _static_offsets(vehicle) -> dict:
+def static_offsets(vehicle) -> dict:
+    """Each corner's wheel-centre height above its design height at the static point of a solved DetailedVehicle (m)."""
     q = _chassis_aligned_static(vehicle)
     m = vehicle.model
     return {w: float(q[m.index(f"C_{w}.z")] - vehicle.q_design[m.index(f"C_{w}.z")]) for w in WHEELS}
@@ -596,7 +603,7 @@ def _sweep_vehicle(desc, travel_m, travel_step_m, rack_nodes):
 
     vehicle = DetailedVehicle(desc)
     vehicle.solve_statics()
-    offsets = _static_offsets(vehicle)
+    offsets = static_offsets(vehicle)
     n = int(round(2 * travel_m / travel_step_m)) + 1
     u_grid = np.linspace(-travel_m, travel_m, n)
     rack_max = abs(desc.steering.max_steering_wheel_angle_rad * desc.steering.rack_travel_per_steering_wheel_rad_m)
@@ -694,7 +701,7 @@ def fit_vehicle_kinematics(desc, cache_dir=None, *, cache: bool = True, travel_m
 
         vehicle = DetailedVehicle(desc)
         vehicle.solve_statics()
-        entry["offsets"], entry["statics_key"] = _static_offsets(vehicle), skey
+        entry["offsets"], entry["statics_key"] = static_offsets(vehicle), skey
         dirty = True
     else:
         dirty = False

@@ -46,15 +46,16 @@ def stack_corner_splines(corners) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     """The four corners' spline tables padded to common shapes for :func:`.reduced_kernels.position_stage`:
     coef (4, ncu, ncr, ch, P, Q), bu (4, nu), br (4, nr) and offsets (4, 5) = static travel offset (m),
     static dive (rad), steered (0/1), number of travel and rack breakpoints."""
-    shapes = np.array([k._coef.shape for k in corners])
+    shapes = np.array([k.spline_tables[0].shape for k in corners])
     coef = np.zeros((4,) + tuple(shapes.max(axis=0)))
     bu = np.zeros((4, shapes[:, 0].max() + 1))
     br = np.zeros((4, shapes[:, 1].max() + 1))
     offsets = np.zeros((4, 5))
     for c, k in enumerate(corners):
-        a, b, _, p, r = k._coef.shape
-        coef[c, :a, :b, :, :p, :r] = k._coef
-        bu[c, : a + 1], br[c, : b + 1] = k._bu, k._br
+        k_coef, k_bu, k_br = k.spline_tables
+        a, b, _, p, r = k_coef.shape
+        coef[c, :a, :b, :, :p, :r] = k_coef
+        bu[c, : a + 1], br[c, : b + 1] = k_bu, k_br
         offsets[c] = (k.static_offset_m, k.dive_static_rad, float(k.steered), a + 1, b + 1)
     return coef, bu, br, offsets
 
@@ -251,7 +252,7 @@ class ReducedVehicle:
         s = self.solver
         self._position(s.q)  # the road below the wheel centres
         inputs = self._inputs.copy()
-        inputs[kern.IN_TIRE_DT] = 1.0 if steady_tires else max(s.t - self._t0, 1e-9)  # as _accumulate
+        inputs[kern.IN_TIRE_DT] = 1.0 if steady_tires else max(s.t - self._t0, 1e-9)  # as accumulate
         return kern.force_residuals(thetas, np.asarray(rows, dtype=np.intp), self.total_mass_kg, s.q, s.qd, s.qdd, inputs[kern.IN_RACK], *self._splines,
                                     self.body, self._inertia, inputs, self._xi0, self._road_height, self._road_normal, self.tire.rows, self.load_terms)
 
@@ -289,8 +290,10 @@ class ReducedVehicle:
         self._position(q)
         return self._M.copy()
 
-    def _accumulate(self, q, qd, t, Q, K, C):
-        """Add the generalised forces at (q, qd) to Q, and their stiffness and damping to K and C unless None."""
+    def accumulate(self, q, qd, t, Q, K, C):
+        """Add the generalised forces at (q, qd) and time t (N, N m; the force correction included) to Q (14,), and their
+        stiffness and damping to K and C (14, 14) unless None (the force elements' protocol, :mod:`state_observer.mbs.forces`);
+        the tire records (:attr:`last`, :attr:`contact`) follow."""
         self._position(q)
         self._inputs[kern.IN_TIRE_DT] = max(t - self._t0, 1e-9)  # deflections keep their state at the step start
         tangent = K is not None
@@ -415,7 +418,7 @@ class _Loads:
         self.vehicle = vehicle
 
     def accumulate(self, q, qd, t, Q, K, C):
-        self.vehicle._accumulate(q, qd, t, Q, K, C)
+        self.vehicle.accumulate(q, qd, t, Q, K, C)
 
     def start(self, q, qd, t):
         self.vehicle._xi0[:] = 0.0
@@ -446,9 +449,9 @@ class _Solver(ALI3P):
         if not (v.compiled_step and type(road) is FlatRoad and self._default_solve):
             return super().step()
         t1 = self.t + self.dt
-        v._inputs[kern.IN_TIRE_DT] = max(t1 - v._t0, 1e-9)  # as ReducedVehicle._accumulate
+        v._inputs[kern.IN_TIRE_DT] = max(t1 - v._t0, 1e-9)  # as ReducedVehicle.accumulate
         if road is not self._plane_of:
-            self._plane = np.concatenate([[road.height_m, road.grade_x, road.grade_y], road._normal])
+            self._plane = np.concatenate([[road.height_m, road.grade_x, road.grade_y], road.normal])
             self._plane_of = road
         v._position_key = None  # the work arrays are left at the last iterate
         q, qd, qdd, it, converged, norm_dq, size = kern.trapezoidal_step(

@@ -136,6 +136,11 @@ class FlatRoad:
         self._normal = np.array([-self.grade_x, -self.grade_y, 1.0])
         self._normal /= np.linalg.norm(self._normal)
 
+    @property
+    def normal(self) -> np.ndarray:
+        """Unit upward normal of the plane (3,), ENU."""
+        return self._normal.copy()
+
     def __repr__(self) -> str:
         return (f"FlatRoad(height_m={self.height_m!r}, grade_x={self.grade_x!r}, "
                 f"grade_y={self.grade_y!r})")

@@ -44,7 +44,7 @@ class WheelSpec:
     dynamic_radius_m: float
 
 
-def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def cross_last_axis(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cross product along the last axis (numpy.cross is slow on small arrays)."""
     return a[..., _I1] * b[..., _I2] - a[..., _I2] * b[..., _I1]
 
@@ -292,12 +292,12 @@ class WheelLoads:
 
     def _torque_on_knuckles(self, Q, T, E):
         """Generalised forces of torques T (4, 3) on the knuckles: 1/2 sum_kl G^-1_kl B_k^T (T x e_l)."""
-        TxE = _cross(T[:, None, :], E)  # (4, l, 3)
+        TxE = cross_last_axis(T[:, None, :], E)  # (4, l, 3)
         coef = 0.5 * np.einsum("wkl,wlj->wkj", self.Ginv, TxE)  # (4, k, 3)
         Qw = np.einsum("wkjc,wkj->wc", self.BE, coef)
         Q[self.cols] += Qw  # the wheels' columns are disjoint
 
     def _torque_on_chassis(self, Q, T, q):
         E = np.einsum("bjk,k->bj", self.chassis_BE, q[self.chassis_cols]) + self.chassis_cE
-        coef = 0.5 * self.chassis_Ginv @ _cross(T[None, :], E)
+        coef = 0.5 * self.chassis_Ginv @ cross_last_axis(T[None, :], E)
         Q[self.chassis_cols] += np.einsum("bjk,bj->k", self.chassis_BE, coef)
