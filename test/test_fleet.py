@@ -32,6 +32,7 @@ def _accuracy(run: Path) -> dict:
     return json.loads((run / "summary.json").read_text())["accuracy against truth"]
 
 
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_a_folder_of_bags_runs_two_at_a_time_and_each_bag_gets_its_own_results(fleet, tmp_path):
     out = tmp_path / "out"
     result = _cli(fleet, "--out", out, "--no-report", "--jobs", "2")
@@ -46,6 +47,7 @@ def test_a_folder_of_bags_runs_two_at_a_time_and_each_bag_gets_its_own_results(f
         assert list((out / name / "bag").glob("*.mcap"))
 
 
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_a_fleet_on_a_two_worker_dask_cluster(fleet, tmp_path):
     distributed = pytest.importorskip("distributed")
     from state_observer.io.params import load_config
@@ -74,6 +76,7 @@ def test_an_unreachable_cluster_is_one_error(monkeypatch):
         batch.run_all(abs, [(1,)], cluster="tcp://127.0.0.1:9")
 
 
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_a_broken_bag_fails_alone_and_the_fleet_says_which(fleet, tmp_path):
     import shutil
 

@@ -103,6 +103,7 @@ def _stamp(msg) -> int:
     return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
 
 
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_node_matches_process_and_follows_rep_103_105(ros, circle_bag, tmp_path):
     from state_observer.io.bag import read_messages
     from state_observer.process import load_config, process_bag
@@ -176,6 +177,7 @@ def _imu(store, stamp_ns, frame="imu_link", gyro=(0.0, 0.0, 0.0), accel=(0.0, 0.
     return imu_to_msg(ImuSample(stamp_ns, stamp_ns, frame, np.array(gyro, float), np.array(accel, float), math.sqrt(cov), math.sqrt(cov)), store)
 
 
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_bad_input_is_dropped_counted_and_survived(ros, circle_bag):
     """NaN fields, NO_FIX, zero and -1 covariances, a foreign IMU frame, missing and wrong wheel joints,
     duplicated and out-of-order stamps and a time jump: the node keeps running, says what it dropped, and
@@ -258,6 +260,7 @@ def _statuses(collector) -> dict:
     return {s.name: (s.level, s.message) for s in collector.messages["diagnostics"][-1].status} if collector.messages["diagnostics"] else {}
 
 
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_hostile_streams_through_the_node(ros, circle_bag):
     """Through DDS (issue 13, 'Done when'): a starved IMU stream's loss is said on /diagnostics; an IMU message
     stamped an hour ahead and a steering message of 1e308 rad are dropped and counted, without a reset; a silence
@@ -363,6 +366,7 @@ def test_reset_service_restarts_the_observer(ros, circle_bag):
     assert node.pipeline.observer.events[-1] == "reset: reset service call"
 
 
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_wholly_dropped_stream_is_logged_once_at_warn_and_joint_names_are_parameters(ros, circle_bag):
     """IMU messages in a frame 'imu' the vehicle file does not name: the node says so once at WARN (not only in
     /diagnostics); wheel and steering joints named by the joints.* parameters are used."""
@@ -439,6 +443,7 @@ def test_params_file_for_another_node_is_refused(ros_environment, tmp_path, caps
     assert code == 1 and len(err) == 1 and str(params) in err[0] and "no section for observer_node" in err[0], err
 
 
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_imu_in_a_rotated_frame_declared_by_its_mounting(ros, tmp_path):
     """An IMU mounted upside down and turned 90 deg (vehicle file sensors.imu) publishes in its own frame;
     the node applies it through the mounting and tracks the car as with the default mounting."""
@@ -486,6 +491,7 @@ def test_fpga_backend_falls_back_to_the_c_model_when_allowed(ros):
     assert type(solver).__name__ == "GaussJordanC"
 
 
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_foxglove_relay_serves_the_live_node(ros, circle_bag):
     """foxglove_relay beside the node (issue 16 item 3, live part): a real WebSocket client speaking the Foxglove protocol
     is offered every output topic, /tf and /tf_static, receives every message the relay took from the live node, and

@@ -22,6 +22,7 @@ def _cli(*args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "state_observer.cli", "process", *map(str, args)], capture_output=True, text=True)
 
 
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_process_writes_bag_csv_report_and_accuracy(short_bag, tmp_path):
     from state_observer.io.bag import bag_info
 
@@ -61,6 +62,7 @@ def test_process_writes_bag_csv_report_and_accuracy(short_bag, tmp_path):
     assert list((out / "bag").glob("*.mcap")) and not list((out / "bag").glob("*.db3"))  # MCAP by default (issue 16)
 
 
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_process_writes_the_storage_asked_for(short_bag, tmp_path):
     out = tmp_path / "run"
     result = _cli(short_bag, "--out", out, "--storage", "sqlite3", "--no-report")
@@ -68,6 +70,7 @@ def test_process_writes_the_storage_asked_for(short_bag, tmp_path):
     assert list((out / "bag").glob("*.db3")) and not list((out / "bag").glob("*.mcap"))
 
 
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_process_refuses_bad_input_with_one_line(short_bag, tmp_path):
     missing = _cli(tmp_path / "nothing", "--out", tmp_path / "a")
     assert missing.returncode == 1 and missing.stderr.count("\n") == 1 and "nothing" in missing.stderr
@@ -96,6 +99,7 @@ def test_process_rejects_a_bag_without_sensor_topics(tmp_path):
     assert result.returncode == 1 and "none of the sensor topics" in result.stderr and "/chatter" in result.stderr
 
 
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_a_version_8_bag_for_humble_readers(short_bag, tmp_path):
     """--bag-version 8 (issue 16): metadata version 8 with offered_qos_profiles as a YAML string, as Humble's rosbag2
     reads it (version 9 writes a list); the bag reads back."""
@@ -135,6 +139,7 @@ def test_a_run_leaves_no_spool_behind(short_bag, tmp_path):
     assert not (tmp_path / "run" / "spool").exists() and (tmp_path / "run" / "summary.json").is_file()
 
 
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_bags_decode_with_the_mcap_projects_own_ros2_reader(short_bag, tmp_path):
     """Issue 16: what we write opens with mcap-ros2-support (Foxglove's reader: schemas from the bag, no ROS install),
     every message of every topic, the simulated input and the processed output."""
