@@ -32,7 +32,8 @@ import numpy as np
 
 from .conventions import WHEELS, sideslip_rad, yaw_rad
 from .errors import StateObserverError
-from .estimation.online import OpenLoop, StreamLoss, stream_losses
+from .estimation.intake import StreamLoss, stream_losses
+from .estimation.online import OpenLoop
 from .io.bag import BAG_VERSION, DEFAULT_STORAGE, BagWriter, IoError, bag_info, custom_data, read_messages
 from .io.convert import OUTPUT_TOPICS, SENSOR_MSGTYPES, TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC
 from .io.record import DATUM_KEY

@@ -181,7 +181,8 @@ def test_drop_watch_reports_a_stream_once_per_window_share():
 
 
 def test_screen_replaces_an_indefinite_gnss_covariance():
-    from state_observer.estimation.online import InputLimits, OnlineSettings, SampleScreen
+    from state_observer.estimation.intake import InputLimits, SampleScreen
+    from state_observer.estimation.online import OnlineSettings
     from state_observer.paths import default_vehicle_path
     from state_observer.sensors.samples import GnssFix
     from state_observer.vehicle.description import load_vehicle

@@ -2,7 +2,7 @@
 
 Every message of the sensor topics goes through the conversion of the node and of ``process``
 (:func:`~state_observer.io.pipeline.to_sample`, joint names from the parameters) and through the observer's own
-per-message rules (:class:`~state_observer.estimation.online.SampleScreen`: stamps, finite values, GNSS fix, IMU
+per-message rules (:class:`~state_observer.estimation.intake.SampleScreen`: stamps, finite values, GNSS fix, IMU
 frame, covariances), so what this says will be dropped, and why, is what they drop.  No model is built and no filter
 runs: what only a run can tell (samples too late for the model, before the start, rejected by the filter's gate) is
 reported by ``process`` after its run.
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..estimation.online import STREAMS, InputLimits, SampleScreen, StreamCounter, stream_losses
+from ..estimation.intake import STREAMS, InputLimits, SampleScreen, StreamCounter, stream_losses
 from .bag import bag_info, read_messages
 from .convert import SENSOR_MSGTYPES, IoError, stamp_to_ns
 from .params import ObserverConfig, load_config

@@ -15,7 +15,8 @@ from typing import Any, Iterator, NamedTuple
 import numpy as np
 
 from ..errors import ConfigError, VehicleConfigError
-from ..estimation.online import STREAMS, OnlineObserver, StreamLoss, stream_losses
+from ..estimation.intake import STREAMS, StreamLoss, stream_losses
+from ..estimation.online import OnlineObserver
 from ..estimation.spi import AT_BOUND, STATUS_NAMES
 from .convert import (
     OUTPUT_MSGTYPES,
