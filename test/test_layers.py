@@ -46,7 +46,7 @@ def test_core_imports_neither_the_simulator_nor_ros(path):
 def test_the_check_sees_relative_imports():
     """The scan resolves ``from ..sim.x import y`` in a core module to state_observer.sim.x (it would have caught the
     imports this test was written against)."""
-    probe = PACKAGE / "estimation" / "online.py"
+    probe = PACKAGE / "estimation" / "outputs.py"
     assert "state_observer.vehicle.state.VehicleState" in imported_modules(probe)
     assert "state_observer.conventions.quaternion_to_matrix" in imported_modules(probe)
 

@@ -33,17 +33,14 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
-from ..conventions import GRAVITY_M_S2, quaternion_to_matrix, yaw_rad
+from ..conventions import GRAVITY_M_S2, yaw_rad
 from ..errors import ConfigError
 from ..sensors.geodesy import LocalENU
 from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
-from ..vehicle.state import VehicleState
-from ..vehicle.reduced_kernels import body_rate_into, euler_rotation_into
-from .errorekf import N, PARAMETER_NAMES, DetailedErrorEKF, VehicleErrorEKF, detailed_settings
+from .errorekf import DetailedErrorEKF, VehicleErrorEKF, detailed_settings
 from .intake import STREAMS, InputLimits, SampleScreen, StampGaps, StreamCounter
-from .spi import CONVERGED
+from .outputs import ObserverEstimate, Odometry, make_estimate, make_odometry
 
 OBSERVERS = ("spi_reduced", "errorekf_fe_reduced", "errorekf_detailed")
 _KIND = {ImuSample: "imu", GnssFix: "gnss_fix", GnssVelocity: "gnss_velocity", WheelSample: "wheels", SteeringSample: "steering"}
@@ -106,34 +103,6 @@ class OnlineSettings:
         need(0.0 <= self.reorder_window_s < min(self.time_jump_s, 5.0), "reorder_window_s", "must be within 0 s and time_jump_s (and below 5 s)")
         unknown = set(self.sensors) - set(STREAMS)
         need(not unknown, "sensors", f"unknown streams {sorted(unknown)}; known: {', '.join(STREAMS)}")
-
-
-class Odometry(NamedTuple):
-    """Pose and twist of base_link (REP-103/105) with covariances."""
-
-    stamp_ns: int
-    position_m: np.ndarray  # (3,) local ENU
-    orientation_wxyz: np.ndarray  # (4,) base_link -> ENU
-    velocity_body_m_s: np.ndarray  # (3,) base_link axes
-    angular_velocity_body_rad_s: np.ndarray  # (3,)
-    pose_covariance: np.ndarray  # (6, 6) x y z (m), rotation about ENU x y z (rad)
-    twist_covariance: np.ndarray  # (6, 6) base_link linear (m/s), angular (rad/s)
-
-
-class ObserverEstimate(NamedTuple):
-    """Everything the observer publishes about one instant (SI units, REP-103/105)."""
-
-    stamp_ns: int
-    state: VehicleState  # the corrected model's state: pose in the local ENU frame, twist, tire forces, mass, mu
-    pose_covariance: np.ndarray  # (6, 6) x y z (ENU, m) and rotation about ENU x y z (rad)
-    twist_covariance: np.ndarray  # (6, 6) linear (m/s) and angular (rad/s) velocity in base_link
-    tire_force_sigma_n: np.ndarray  # (4, 3) 1-sigma of fx, fy, fz per wheel
-    mass_sigma_kg: float
-    friction_sigma: float
-    parameters_converged: bool
-    estimator: str
-    nis: dict  # sensor -> latest normalised innovation squared
-    parameters: dict | None = None  # spi_reduced: VehicleSPI.parameter_report() (value, sigma, status, bounds per parameter)
 
 
 DIRECTION_MIN_RATE_RAD_S = 0.5  # a wheel turning slower keeps its last direction of rotation (ModelInputs; encoder noise)
@@ -481,7 +450,7 @@ class OnlineObserver:
         """(x m, y m, yaw rad, forward speed m/s) of the current estimate, if it is finite (a failed step leaves
         the model at its last good state)."""
         try:
-            o = self._odometry()
+            o = make_odometry(self.filter, self.t_ns)
         except Exception:  # noqa: BLE001 - a broken state has no pose to resume from
             return None
         pose = (float(o.position_m[0]), float(o.position_m[1]), yaw_rad(o.orientation_wxyz), float(o.velocity_body_m_s[0]))
@@ -601,89 +570,14 @@ class OnlineObserver:
 
     def odometry(self) -> Odometry | None:
         """Pose, twist and their covariances at the current model time (cheap: for every IMU message)."""
-        return self._cached("odometry", self._odometry) if self.started else None
+        return self._cached("odometry", lambda: make_odometry(self.filter, self.t_ns)) if self.started else None
 
     def estimate(self) -> ObserverEstimate | None:
         """The full estimate at the current model time (None before the start)."""
         return self._cached("estimate", self._estimate) if self.started else None
 
-    def _odometry(self) -> Odometry:
-        f, v = self.filter, self.vehicle
-        P = f.P
-        n = N  # [dz, dz_dot] lead every vehicle filter's state
-        if isinstance(f, DetailedErrorEKF):
-            state = v.truth()
-            position, q = state.position_enu_m, state.orientation_wxyz
-            R = quaternion_to_matrix(q)
-            v_body, w_body = R.T @ state.velocity_enu_m_s, state.angular_velocity_body_rad_s
-            rate_map = R.T  # the detailed filter's angular velocity errors are in world axes
-        else:
-            out = np.empty(13)
-            pose, twist = np.empty((6, 6)), np.empty((6, 6))
-            _reduced_odometry(v.solver.q, v.solver.qd, P, n, out, pose, twist)
-            s = f.settings  # the lateral velocity's uncertainty the covariance leaves out: the tire model's share of the sideslip
-            twist[1, 1] += (s.sideslip_model_relative * abs(out[8]) + s.sideslip_model_floor_rad * abs(out[7])) ** 2
-            return Odometry(int(self.t_ns), out[:3], out[3:7], out[7:10], out[10:13], pose, twist)
-        T = np.zeros((6, 6))
-        T[:3, :3], T[3:, 3:] = R.T, rate_map
-        twist = T @ P[n : n + 6, n : n + 6] @ T.T
-        # position and attitude errors: small angles about the ENU axes (the reduced model's Euler angle errors
-        # taken as such)
-        return Odometry(int(self.t_ns), position, q, v_body, w_body, _symmetric(P[:6, :6]), _symmetric(twist))
-
     def _estimate(self) -> ObserverEstimate:
-        odometry = self.odometry()
-        f = self.filter
-        state = self.vehicle.truth()
-        if f.settings.force_estimation:  # the force correction's share of the tire forces (errorEKF-FE)
-            state = state._replace(tire_force_n=f.tire_forces())
-        mass_sigma = friction_sigma = 0.0
-        converged = False
-        report = f.parameter_report() if hasattr(f, "parameter_report") else None
-        if report is not None:
-            mass_sigma, friction_sigma = report["mass"]["sigma"], report["friction"]["sigma"]
-            converged = report["mass"]["status"] == CONVERGED
-        nis = {name: st.last_nis for name, st in f.stats.items() if st.dof}
-        return ObserverEstimate(
-            stamp_ns=odometry.stamp_ns, state=state, pose_covariance=odometry.pose_covariance, twist_covariance=odometry.twist_covariance,
-            tire_force_sigma_n=self._tire_force_sigma(state), mass_sigma_kg=mass_sigma, friction_sigma=friction_sigma,
-            parameters_converged=bool(converged), estimator=self.settings.observer, nis=nis, parameters=report)
-
-    def _tire_force_sigma(self, state: VehicleState) -> np.ndarray:
-        """1-sigma of the tire forces (reduced models; zeros for the detailed one).  fx, fy: the uncertainty of the filter's
-        longitudinal and lateral force errors, shared among the wheels in proportion to their normal loads, and of the
-        estimated tire stiffness scales (a scale's sigma times the forces it scales), in quadrature.  fz: the tire
-        stiffness times the uncertainty of the wheel-centre height, dh = dz - x_i dpitch + y_i droll + ds_i (base_link
-        contact point x_i, y_i; travel s_i).  The mass's uncertainty is not included."""
-        f = self.filter
-        sigma = np.zeros((4, 3))
-        if isinstance(f, DetailedErrorEKF) or not getattr(f, "_relinearise", False):
-            return sigma
-        P = f.P
-        forces = np.asarray(state.tire_force_n)
-        fz = np.maximum(forces[:, 2], 0.0)
-        share = fz / fz.sum() if fz.sum() > 0 else np.full(4, 0.25)
-        variance = np.zeros((4, 2))
-        for k, name in enumerate(f.force_names):
-            if name in ("longitudinal", "lateral"):
-                col = 2 * N + k
-                variance[:, 0 if name == "longitudinal" else 1] += P[col, col] * share**2
-        for k, name in enumerate(f.parameter_names):
-            col = f.parameter_col + k
-            scale = f.vehicle.parameters[PARAMETER_NAMES.index(name)]
-            if name.startswith("cornering"):
-                wheels = slice(0, 2) if name.endswith("front") else slice(2, 4)
-                variance[wheels, 1] += P[col, col] * (forces[wheels, 1] / scale) ** 2
-            elif name == "longitudinal":
-                variance[:, 0] += P[col, col] * (forces[:, 0] / scale) ** 2
-        variance += np.square(f.settings.tire_force_model_relative * forces[:, :2])  # what the covariance does not model
-        sigma[:, :2] = np.sqrt(variance)
-        x, y = np.asarray(state.contact_point_base_m)[:, 0], np.asarray(state.contact_point_base_m)[:, 1]
-        s = np.arange(6, 10)  # the travels' rows
-        height = (P[2, 2] + y * y * P[3, 3] + x * x * P[4, 4] + P[s, s] + 2 * y * P[2, 3] - 2 * x * P[2, 4] + 2 * P[2, s]
-                  - 2 * x * y * P[3, 4] + 2 * y * P[3, s] - 2 * x * P[4, s])  # J P J^T with J = [1, y, -x, e_i] on z, roll, pitch, s
-        sigma[:, 2] = np.hypot(self._tire_k_z * np.sqrt(np.maximum(height, 0.0)), f.settings.tire_force_model_relative * forces[:, 2])
-        return sigma
+        return make_estimate(self.filter, self.odometry(), self.settings.observer, self._tire_k_z)
 
 
 class OpenLoop:
@@ -752,55 +646,3 @@ class OpenLoop:
                 p = self.every_ns
                 self._due_ns = end + p if self._due_ns is None else max(self._due_ns + p, end - end % p + p)
                 self.on_state(end, self.vehicle.truth())
-
-
-def _symmetric(A: np.ndarray) -> np.ndarray:
-    return 0.5 * (A + A.T)
-
-
-@njit(cache=True)
-def _reduced_odometry(z, zd, P, n, out, pose, twist):
-    """Odometry of the 14-DOF model's state: out = [position (3), quaternion wxyz of R = Rz Ry Rx (4), base_link
-    velocity R^T v (3), body rates E_b (roll, pitch, yaw)_dot (3)]; pose = sym(P[:6, :6]); twist = T P_v T^T with
-    T = diag(R^T, E_b) over the velocity errors P[n:n+6, n:n+6]."""
-    R, E = np.empty((3, 3)), np.empty((3, 3))
-    dE = np.empty((3, 3))
-    euler_rotation_into(z[3], z[4], z[5], R)
-    body_rate_into(z[3], z[4], E, dE, dE)
-    hr, hp, hy = 0.5 * z[3], 0.5 * z[4], 0.5 * z[5]
-    cr, sr, cp, sp, cy, sy = math.cos(hr), math.sin(hr), math.cos(hp), math.sin(hp), math.cos(hy), math.sin(hy)
-    out[0], out[1], out[2] = z[0], z[1], z[2]
-    out[3] = cy * cp * cr + sy * sp * sr
-    out[4] = cy * cp * sr - sy * sp * cr
-    out[5] = cy * sp * cr + sy * cp * sr
-    out[6] = sy * cp * cr - cy * sp * sr
-    if out[3] < 0.0:  # the same rotation with w >= 0
-        for i in range(3, 7):
-            out[i] = -out[i]
-    for i in range(3):
-        out[7 + i] = R[0, i] * zd[0] + R[1, i] * zd[1] + R[2, i] * zd[2]
-        out[10 + i] = E[i, 0] * zd[3] + E[i, 1] * zd[4] + E[i, 2] * zd[5]
-    for i in range(6):
-        for j in range(6):
-            pose[i, j] = 0.5 * (P[i, j] + P[j, i])
-    T = np.zeros((6, 6))
-    for i in range(3):
-        for j in range(3):
-            T[i, j] = R[j, i]
-            T[3 + i, 3 + j] = E[i, j]
-    TP = np.zeros((6, 6))
-    for i in range(6):
-        for j in range(6):
-            acc = 0.0
-            for k in range(6):
-                acc += T[i, k] * P[n + k, n + j]
-            TP[i, j] = acc
-    for i in range(6):
-        for j in range(6):
-            acc = 0.0
-            for k in range(6):
-                acc += TP[i, k] * T[j, k]
-            twist[i, j] = acc
-    for i in range(6):
-        for j in range(i + 1, 6):
-            twist[i, j] = twist[j, i] = 0.5 * (twist[i, j] + twist[j, i])
