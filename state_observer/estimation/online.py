@@ -12,10 +12,9 @@ to the model time along the model's antenna velocity and acceleration; samples o
 ``max_delay_s`` are dropped and counted.  Steering angle and wheel torques are model inputs from the
 step after they arrive.
 
-Start.  ``start_mode`` "gnss": from the first good fix (position, and the datum unless one is
-configured) once the heading is known: from a GNSS velocity above ``start_min_speed_m_s`` (course over
-ground) or from two fixes ``start_min_distance_m`` apart.  "pose": at the configured ENU pose at the first
-sample's stamp.  GNSS samples wait (are not used) until a datum exists.
+The other jobs have modules of their own: :mod:`.intake` checks each sample first, :mod:`.startup` decides
+when and where the model starts (``start_mode`` "gnss" or "pose"), :mod:`.outputs` builds what
+:meth:`OnlineObserver.odometry` and :meth:`OnlineObserver.estimate` return.
 
 Faults are handled and counted per stream in :attr:`counters` (never silently): the per-message rules of
 :mod:`.intake` (:class:`~.intake.SampleScreen`), samples too late, samples before the start.  Three samples in a row
@@ -41,12 +40,12 @@ from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, 
 from .errorekf import DetailedErrorEKF, VehicleErrorEKF, detailed_settings
 from .intake import STREAMS, InputLimits, SampleScreen, StampGaps, StreamCounter
 from .outputs import ObserverEstimate, Odometry, make_estimate, make_odometry
+from .startup import Start, Startup
 
 OBSERVERS = ("spi_reduced", "errorekf_fe_reduced", "errorekf_detailed")
 _KIND = {ImuSample: "imu", GnssFix: "gnss_fix", GnssVelocity: "gnss_velocity", WheelSample: "wheels", SteeringSample: "steering"}
 _NS = 1_000_000_000
 _JUMP_CONFIRM = 3  # samples in a row behind by more than time_jump_s before the observer resets
-WHEEL_START_WAIT_NS = 500_000_000  # start_mode pose waits this long for a wheel speed
 STANDSTILL_WINDOW_NS = 500_000_000  # wheel speeds averaged over this long to tell a car standing still
 STANDSTILL_MEAN_RAD_S = 0.05  # every wheel's mean rate below this (1.5 cm/s at 0.3 m)
 STANDSTILL_PEAK_RAD_S = 0.3  # and no single sample above this (six encoder sigmas of the default sensors)
@@ -238,16 +237,18 @@ class OnlineObserver:
         self.gaps = StampGaps()  # messages missing before they reached the observer
         self.events: list[str] = []  # resets and other notable events, newest last (the caller may clear it)
         self.n_resets = 0
-        self._resume_pose: tuple | None = None  # start_mode pose: where to start again after a failed step
         self.record_gnss = False  # when True, gnss_log collects (stamp_ns, east m, north m, accepted) of applied fixes
         self.gnss_log: list = []
         self.started_from: tuple | None = None  # (stamp ns, (x, y) m base_link, yaw rad, speed m/s) of the latest start
         self._clear()
 
     # ----- state --------------------------------------------------------------------------------------
+    @property
+    def datum(self) -> LocalENU | None:
+        """The local ENU frame's origin: the configured datum, or the first good fix (None before it)."""
+        return self._startup.datum
+
     def _clear(self) -> None:
-        s = self.settings
-        self.datum: LocalENU | None = LocalENU(*s.datum) if s.datum is not None else None
         self.started = False
         self.t_ns: int | None = None  # model time
         self._version = getattr(self, "_version", 0) + 1  # changes with the model state: keys the output caches
@@ -259,19 +260,13 @@ class OnlineObserver:
         self._behind = 0
         self._ahead: list[tuple[str, int]] = []  # (stream, stamp) of the samples in a row stamped more than time_jump_s ahead
         self._inputs = ModelInputs()
-        self._first_fix: tuple | None = None  # (stamp_ns, enu) for the heading from motion
-        self._last_fix: tuple | None = None
-        self._last_velocity: tuple | None = None
-        self._last_wheel_rate: tuple | None = None  # (stamp_ns, mean wheel rate rad/s) before the start
-        self._first_stamp_ns: int | None = None  # start_mode pose: the first sample's stamp (the wait for a wheel speed)
         self._standstill = StandstillDetector()
-        self._requested_pose: tuple | None = None  # set_pose: (x, y, yaw, forward speed or None: the wheels')
+        self._startup = Startup(self.settings, self.mounts, self._mean_radius_m, self.events)  # the datum and start-up state
 
     def reset(self, reason: str = "requested") -> None:
         """Forget the model state, covariance, buffers and (unless configured) the datum; restart from the next
         good GNSS fixes or the configured pose."""
         self._clear()
-        self._resume_pose = None
         self.n_resets += 1
         self.events.append(f"reset: {reason}")
 
@@ -284,8 +279,8 @@ class OnlineObserver:
         last = self._last_good_pose() if self.started else None
         datum = self.datum
         self.reset(f"set_pose: x {x_m:.2f} m, y {y_m:.2f} m, yaw {math.degrees(yaw_rad):.1f} deg")
-        self.datum = datum
-        self._requested_pose = (float(x_m), float(y_m), float(yaw_rad), None if last is None else last[3])
+        self._startup.datum = datum
+        self._startup.requested_pose = (float(x_m), float(y_m), float(yaw_rad), None if last is None else last[3])
 
     def _pending(self, sample) -> _Pending:
         pending = _Pending(int(sample.stamp_ns), self._order, sample)
@@ -379,72 +374,13 @@ class OnlineObserver:
 
     # ----- start ----------------------------------------------------------------------------------------
     def _before_start(self, kind: str, sample) -> None:
-        s = self.settings
         self._inputs.take(sample)
-        if self._requested_pose is not None:  # set_pose: start there, whatever the start mode
-            x, y, yaw, speed = self._requested_pose
-            if speed is None:
-                if not (kind == "wheels" and np.any(np.isfinite(sample.rate_rad_s))):
-                    self.counters[kind]["dropped: before start"] += kind != "steering"
-                    return
-                speed = float(np.nanmean(sample.rate_rad_s)) * self._mean_radius_m
-            self._requested_pose = None
-            self._start(sample.stamp_ns, (x, y), yaw, speed)
-            if kind != "steering":
-                self._late.append(self._pending(sample))
+        start = self._startup.take(kind, sample, self.counters[kind])
+        if start is None:
             return
-        if kind == "gnss_fix" and self.datum is None:
-            self.datum = LocalENU(sample.latitude_deg, sample.longitude_deg, sample.altitude_m)
-            self.events.append(f"datum set from the first good fix: {sample.latitude_deg:.7f}, {sample.longitude_deg:.7f}, {sample.altitude_m:.2f} m")
-        if s.start_mode == "pose":
-            if kind in ("gnss_fix", "gnss_velocity") and self.datum is None:
-                self.counters[kind]["dropped: before start"] += 1
-                return
-            # after a failed step, on from where the car was, not from the configured start
-            x, y, yaw, speed = self._resume_pose or s.start_pose
-            if self._resume_pose is None and s.start_speed_from_wheels and "wheels" in s.sensors:
-                # the configured pose, at the speed the wheels show (a bag or a drive joined while moving)
-                if kind == "wheels" and np.any(np.isfinite(sample.rate_rad_s)):
-                    speed = float(np.nanmean(sample.rate_rad_s)) * self._mean_radius_m
-                elif self._first_stamp_ns is None or sample.stamp_ns - self._first_stamp_ns < WHEEL_START_WAIT_NS:
-                    self._first_stamp_ns = self._first_stamp_ns or sample.stamp_ns
-                    self.counters[kind]["dropped: before start"] += kind != "steering"
-                    return
-            self._resume_pose = None
-            self._start(sample.stamp_ns, (x, y), yaw, speed)
-            if kind != "steering":
-                self._late.append(self._pending(sample))
-            return
-        if kind in ("gnss_fix", "gnss_velocity"):
-            self.counters[kind]["used to start"] += 1
-        if kind == "gnss_fix":
-            enu = self.datum.to_enu(sample.latitude_deg, sample.longitude_deg, sample.altitude_m)
-            self._last_fix = (sample.stamp_ns, enu)
-            if self._first_fix is None:
-                self._first_fix = self._last_fix
-        elif kind == "gnss_velocity":
-            self._last_velocity = (sample.stamp_ns, np.asarray(sample.velocity_enu_m_s, float))
-        else:
-            if kind == "wheels" and np.any(np.isfinite(sample.rate_rad_s)):
-                self._last_wheel_rate = (sample.stamp_ns, float(np.nanmean(sample.rate_rad_s)))
-            if kind != "steering":
-                self.counters[kind]["dropped: before start"] += 1
-            return
-        if self._last_fix is None:
-            return
-        t_fix, p = self._last_fix
-        if self._last_velocity is not None and abs(self._last_velocity[0] - t_fix) < 0.5 * _NS:
-            t_vel, v = self._last_velocity
-            speed = math.hypot(v[0], v[1])
-            if speed >= s.start_min_speed_m_s:
-                t0 = max(t_fix, t_vel)
-                self._start(t0, p[:2] + v[:2] * (t0 - t_fix) * 1e-9, math.atan2(v[1], v[0]), speed, antenna=True)
-                return
-        t_first, p_first = self._first_fix
-        d = p[:2] - p_first[:2]
-        if math.hypot(*d) >= s.start_min_distance_m and t_fix > t_first:
-            speed = math.hypot(*d) / ((t_fix - t_first) * 1e-9)
-            self._start(t_fix, p[:2], math.atan2(d[1], d[0]), speed, antenna=True)
+        self._start(start)
+        if not start.from_gnss and kind != "steering":  # a pose start: the sample is applied at the first step
+            self._late.append(self._pending(sample))
 
     def _last_good_pose(self) -> tuple | None:
         """(x m, y m, yaw rad, forward speed m/s) of the current estimate, if it is finite (a failed step leaves
@@ -456,18 +392,9 @@ class OnlineObserver:
         pose = (float(o.position_m[0]), float(o.position_m[1]), yaw_rad(o.orientation_wxyz), float(o.velocity_body_m_s[0]))
         return pose if all(math.isfinite(v) for v in pose) else None
 
-    def _start(self, stamp_ns: int, xy, yaw: float, speed: float, antenna: bool = False) -> None:
-        """Start the filter at ``stamp_ns``; ``antenna``: ``xy`` is the GNSS antenna (moved to base_link).
-        ``yaw`` and ``speed`` from a course over ground are those of the motion: when the wheels turn backwards
-        (a recent wheel sample's mean rate below -1 rad/s) the car reverses, so it faces the other way."""
-        wheel = self._last_wheel_rate
-        if antenna and wheel is not None and abs(wheel[0] - stamp_ns) < 0.5 * _NS and wheel[1] < -1.0:
-            yaw, speed = math.remainder(yaw + math.pi, 2 * math.pi), -speed
-            self.events.append("reversing at the start (wheels turn backwards): heading opposite to the GNSS course")
-        if antenna:
-            c, s_ = math.cos(yaw), math.sin(yaw)
-            a = self.mounts.gnss_position_m
-            xy = (xy[0] - (c * a[0] - s_ * a[1]), xy[1] - (s_ * a[0] + c * a[1]))
+    def _start(self, start: Start) -> None:
+        """Start the filter at ``start`` (:mod:`.startup`)."""
+        stamp_ns, xy, yaw, speed = start.stamp_ns, start.xy, start.yaw, start.speed
         mass, mu = self._initial  # a restart forgets what was learnt (a looped bag gives the same numbers again)
         if abs(self.vehicle.total_mass_kg - mass) > 1e-9:
             self.vehicle.set_total_mass(mass)
@@ -495,7 +422,7 @@ class OnlineObserver:
         if not self.filter.predict():
             resume = self._last_good_pose()
             self.reset(f"model step failed at {end * 1e-9:.3f} s")
-            self._resume_pose = resume
+            self._startup.resume_pose = resume
             return False
         # the model time is the solver's (float seconds); stamps stay integer
         batch = self._late
