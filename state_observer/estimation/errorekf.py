@@ -489,7 +489,7 @@ class VehicleErrorEKF(SensorBookkeeping):
             self.F = np.block([[np.eye(N), dt * np.eye(N)], [np.zeros((N, N)), np.eye(N)]])
         self._init_bookkeeping(s)
         self.n_force_resets = 0  # force corrections dropped because the model step failed with them
-        self._relinearise = fe  # the transition follows the model (else constant F)
+        self.relinearise = fe  # the transition follows the model (else constant F)
         self._steps_since_transition = 0
         self._M = self._K = self._C = self._Dr = None  # mass matrix, tangent and force-error response of the last linearisation
         self._A, self._B = np.zeros((N, N)), np.zeros((N, N))  # -M^-1 K, -M^-1 C at the last linearisation
@@ -564,12 +564,12 @@ class VehicleErrorEKF(SensorBookkeeping):
         if not result.success:
             return False
         fe = self.settings.force_estimation
-        if self._relinearise and self._steps_since_transition == 0:
+        if self.relinearise and self._steps_since_transition == 0:
             if fe:
                 self.linearise()  # F is kept as its velocity rows G
             else:
                 self.F = self.transition_matrix()  # a model without force estimation (the detailed filter) re-linearises its F
-        if self._relinearise:
+        if self.relinearise:
             self._steps_since_transition = (self._steps_since_transition + 1) % self.settings.transition_every_steps
         if fe:
             propagate_fe(self.P, self._G, self.dt, self.plant, self._extra_decay, self._work)
@@ -1028,7 +1028,7 @@ class DetailedErrorEKF(VehicleErrorEKF):
         self._heights = model.indices([f"C_{w}.z" for w in WHEELS])
         self.position_tolerance_m = 1e-6  # constraint violation above which the feedback solves the position problem
         self._compiled_sensors = False
-        self._relinearise = True
+        self.relinearise = True
         self._spins = model.indices([f"th_{w}" for w in WHEELS])
         self._R, self._R_at = None, None
 

@@ -100,7 +100,7 @@ def tire_force_sigma(f, state: VehicleState, tire_k_z: np.ndarray) -> np.ndarray
     stiffness times the uncertainty of the wheel-centre height, dh = dz - x_i dpitch + y_i droll + ds_i (base_link
     contact point x_i, y_i; travel s_i; tire_k_z (N/m) per wheel).  The mass's uncertainty is not included."""
     sigma = np.zeros((4, 3))
-    if isinstance(f, DetailedErrorEKF) or not getattr(f, "_relinearise", False):
+    if isinstance(f, DetailedErrorEKF) or not f.relinearise:
         return sigma
     P = f.P
     forces = np.asarray(state.tire_force_n)
