@@ -22,8 +22,11 @@ observed here departs from the seeds, see below).
   estimate, never below the bound.  The forces of a model that believes the road grippier than it is never show
   saturation at the state's own slip angles: the earlier test on them let the estimate stay at its prior on the
   harness' friction step.
-* Cornering stiffness per axle: in the linear range (axle utilisation 0.1-0.45) the axle's published lateral force over
-  the model's own at the same slip observes the scale of its stiffness (a Kalman filter per axle).  It is published, and
+* Cornering stiffness per axle: in the linear range (axle utilisation 0.1-0.45) the axle's published lateral force
+  against the model's own at the same slip observes the scale of its stiffness: per window the least-squares scale
+  sum(F_pub F_model) / sum(F_model^2), which weights the larger forces, whose ratio the sideslip's error moves least (a
+  mean of ratios let the small forces of a car turning in dominate), into a Kalman filter per axle whose random walk
+  remembers about 10 s of linear-range driving.  It is published, and
   fed back to the model only with ``cornering_feedback``: in steady cornering a stiffness and a sideslip cannot be told
   apart (the scale adapts to whatever sideslip the state has), and a model that takes the scale loses the one thing that
   anchored its sideslip (on the harness the steady-cornering sideslip error grew from 0.39 to 0.49 deg with it).
@@ -83,7 +86,7 @@ class SpiSettings:
     cornering: bool = True
     cornering_feedback: bool = False  # the model takes the estimated scales (module docstring)
     cornering_sigma: float = 0.25
-    cornering_walk_per_sqrt_s: float = 0.01
+    cornering_walk_per_sqrt_s: float = 0.001  # a memory of about 10 s of linear-range driving
     cornering_ratio_sigma: float = 0.05  # noise of one window's force ratio
     # the axle's range of utilisation, as a share of the friction, that observes its stiffness (the linear range; of the
     # weight instead, the harness' friction step on 0.6 took the scales to their bound 2.0)
@@ -181,8 +184,8 @@ class VehicleSPI(VehicleErrorEKF):
             for a in (0, 1):
                 axle_u = abs(fy_axle[a]) / max(self.mu * fz_axle[a], 1.0)  # of the friction the road offers
                 if low < axle_u < high and abs(model_fy_axle[a]) > 1.0:
-                    # the model's force is at the model's own scale: the ratio times that scale observes the stiffness
-                    w.add_cornering(a, fy_axle[a] / model_fy_axle[a] * v.tire_scales[a] / max(self.cornering[a], 1e-6))
+                    # the model's force per unit of the model's own scale
+                    w.add_cornering(a, fy_axle[a], model_fy_axle[a] / v.tire_scales[a])
 
     def update_parameters(self) -> None:
         """One update of every estimator from the window's averages (module docstring)."""
@@ -241,7 +244,7 @@ class VehicleSPI(VehicleErrorEKF):
             old = v.parameters
             for a in range(2):
                 if w.corner_n[a]:
-                    z = self.cornering[a] * w.corner_sum[a] / w.corner_n[a]
+                    z = w.corner_fm[a] / w.corner_mm[a]  # the window's least-squares scale
                     K = self.P_cornering[a] / (self.P_cornering[a] + sp.cornering_ratio_sigma**2)
                     self.cornering[a] += K * (z - self.cornering[a])
                     self.P_cornering[a] *= 1.0 - K
@@ -356,7 +359,7 @@ class _Window:
         self.mass_sum, self.mass_n = np.zeros(5), 0
         self.fx, self.fy = 0.0, 0.0  # the four tires' published forces, summed
         self.axle_k, self.axle_alpha, self.speed, self.yaw_acceleration, self.axle_n = np.zeros(2), np.zeros(2), 0.0, 0.0, 0
-        self.corner_sum, self.corner_n = np.zeros(2), np.zeros(2, dtype=int)
+        self.corner_fm, self.corner_mm, self.corner_n = np.zeros(2), np.zeros(2), np.zeros(2, dtype=int)
 
     def add_mass(self, a: float, y: float, lateral: float, traction: float, turning: float) -> None:
         self.mass_sum += (a, y, lateral, traction, turning)
@@ -372,6 +375,9 @@ class _Window:
         self.yaw_acceleration += yaw_acceleration
         self.axle_n += 1
 
-    def add_cornering(self, axle: int, ratio: float) -> None:
-        self.corner_sum[axle] += ratio
+    def add_cornering(self, axle: int, published: float, model_unit: float) -> None:
+        """An axle's published lateral force and the model's at a scale of 1 (N), for the least-squares scale
+        sum(published model) / sum(model^2)."""
+        self.corner_fm[axle] += published * model_unit
+        self.corner_mm[axle] += model_unit * model_unit
         self.corner_n[axle] += 1
