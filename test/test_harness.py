@@ -217,6 +217,17 @@ def test_a_truth_cache_written_by_another_version_is_simulated_again(tmp_path, m
     assert truths[-1].t_s == first[3][-1].t_s
 
 
+def test_friction_bound_metric_is_the_largest_excess_over_the_truth():
+    """The published lower bound against the truth's friction at the same times (the truth stepping 0.8 -> 0.6 at 1 s):
+    the largest bound - truth, negative while the bound stays below."""
+    truth = h.Run(np.array([0.0, 1.0, 1.0001, 2.0]), dict(friction=np.array([0.8, 0.8, 0.6, 0.6])))
+    est = h.Run(np.array([0.5, 1.5, 2.0]), {}, extra=dict(friction_lower_bound=np.array([0.5, 0.55, 0.58])))
+    assert h.friction_bound_metrics(truth, est)["friction_bound_excess"] == pytest.approx(-0.02)
+    est.extra["friction_lower_bound"] = np.array([0.5, 0.7, 0.58])  # the bound of the old surface kept after the step
+    assert h.friction_bound_metrics(truth, est)["friction_bound_excess"] == pytest.approx(0.1)
+    assert h.friction_bound_metrics(truth, h.Run(np.zeros(1), {})) == {}
+
+
 def test_cornering_metrics_compare_the_final_scales_with_the_truths():
     """The larger axle error in %, by hand, and observed only when both axles were (status not NOT_OBSERVABLE)."""
     m = dataclasses.replace(mm.nominal(0), cornering_stiffness=(1.2, 0.8))
