@@ -231,9 +231,10 @@ def test_friction_bound_metric_is_the_largest_excess_over_the_truth():
 def test_cornering_metrics_compare_the_final_scales_with_the_truths():
     """The larger axle error in %, by hand, and observed only when both axles were (status not NOT_OBSERVABLE)."""
     m = dataclasses.replace(mm.nominal(0), cornering_stiffness=(1.2, 0.8))
-    run = h.Run(np.zeros(1), {}, extra=dict(cornering=((1.08, 2), (0.84, 1))))
+    run = h.Run(np.zeros(1), {}, extra=dict(cornering=((1.08, 2, 0.05), (0.84, 1, 0.01))))
     out = h.cornering_metrics(run, m)
     assert out["cornering_error_pct"] == pytest.approx(10.0) and out["cornering_observed"] == 1.0  # |1.08 - 1.2| / 1.2
-    run.extra["cornering"] = ((1.2, 1), (0.8, 0))
-    assert h.cornering_metrics(run, m) == dict(cornering_error_pct=0.0, cornering_observed=0.0)
+    assert out["cornering_2sigma_coverage"] == 0.0  # 0.12 > 2 x 0.05 and 0.04 > 2 x 0.01
+    run.extra["cornering"] = ((1.2, 1, 0.05), (0.8, 0, 0.05))
+    assert h.cornering_metrics(run, m) == dict(cornering_error_pct=0.0, cornering_observed=0.0, cornering_2sigma_coverage=1.0)
     assert h.cornering_metrics(h.Run(np.zeros(1), {}), m) == {}

@@ -23,10 +23,14 @@ observed here departs from the seeds, see below).
   saturation at the state's own slip angles: the earlier test on them let the estimate stay at its prior on the
   harness' friction step.
 * Cornering stiffness per axle: in the linear range (axle utilisation 0.1-0.45) the axle's published lateral force
-  against the model's own at the same slip observes the scale of its stiffness: per window the least-squares scale
-  sum(F_pub F_model) / sum(F_model^2), which weights the larger forces, whose ratio the sideslip's error moves least (a
-  mean of ratios let the small forces of a car turning in dominate), into a Kalman filter per axle whose random walk
-  remembers about 10 s of linear-range driving.  It is published, and
+  against the model's own at the state's slip angle observes the scale c of its stiffness, but that slip angle carries
+  the state's sideslip error, and both axles carry the same one.  So the estimator (a Kalman filter on the inverse
+  scales x = 1/c of both axles) takes each window's mean slip angles as the measurement: alpha_a = u_a x_a + dbeta,
+  u_a = alpha_a F_pub,a / F_model,a (the slip angle that would give the published force at a scale of 1), with a
+  sideslip error dbeta (``cornering_sideslip_sigma_deg``) common to both axles.  What the sideslip cannot hide, the
+  difference alpha_f - alpha_r (kinematic: steering, yaw rate, speed), then tells the axles apart wherever their forces'
+  ratio changes (turning in, out, braking); a random walk keeps about 10 s of linear-range driving.  The published
+  sigma adds the error no data removes (``cornering_model_sigma``: a TMeasy curve scaled onto a tire of another shape).  It is published, and
   fed back to the model only with ``cornering_feedback``: in steady cornering a stiffness and a sideslip cannot be told
   apart (the scale adapts to whatever sideslip the state has), and a model that takes the scale loses the one thing that
   anchored its sideslip (on the harness the steady-cornering sideslip error grew from 0.39 to 0.49 deg with it).
@@ -86,13 +90,17 @@ class SpiSettings:
     cornering: bool = True
     cornering_feedback: bool = False  # the model takes the estimated scales (module docstring)
     cornering_sigma: float = 0.25
-    cornering_walk_per_sqrt_s: float = 0.001  # a memory of about 10 s of linear-range driving
-    cornering_ratio_sigma: float = 0.05  # noise of one window's force ratio
+    cornering_walk_per_sqrt_s: float = 0.001  # random walk of the inverse scales
+    cornering_sideslip_sigma_deg: float = 0.1  # the state's sideslip error, common to both axles' slip angles
+    cornering_slip_noise_relative: float = 0.05  # each axle's own error of a window's mean slip angle, of the angle
+    # the scale's error no amount of data removes, relative: a TMeasy curve scaled onto a tire of another shape fits as
+    # well as the part of the curve the drive used (92 % of the final scales within 2 sigma on the tuning seeds)
+    cornering_model_sigma: float = 0.07
     # the axle's range of utilisation, as a share of the friction, that observes its stiffness (the linear range; of the
     # weight instead, the harness' friction step on 0.6 took the scales to their bound 2.0)
     cornering_utilisation: tuple = (0.1, 0.45)
     cornering_bounds: tuple = (0.5, 2.0)
-    cornering_converged: float = 0.05
+    cornering_converged: float = 0.08  # the model's sigma and a little: the data have said what they can
 
 
 class VehicleSPI(VehicleErrorEKF):
@@ -121,8 +129,10 @@ class VehicleSPI(VehicleErrorEKF):
         self._saturated_s = 0.0  # how long an axle has been seen saturating
         self._episode_u, self._episode_end_s = 0.0, -math.inf  # the saturation episode's largest utilisation, its last time
         self.cornering = np.array(v.tire_scales[:2], dtype=float)
-        self.P_cornering = np.full(2, sp.cornering_sigma**2)
+        self.P_cornering = np.full(2, sp.cornering_sigma**2)  # the scales' variances (from the inverse scales')
         self._cornering_seen = np.zeros(2, dtype=bool)
+        self._inverse_cornering = 1.0 / self.cornering  # the estimator's state: 1 / scale per axle, and its covariance
+        self._P_inverse_cornering = np.diag(self.P_cornering / self.cornering**4)
         self._mass_seen = False
         self._window = _Window()
         self._steps = 0
@@ -185,7 +195,7 @@ class VehicleSPI(VehicleErrorEKF):
                 axle_u = abs(fy_axle[a]) / max(self.mu * fz_axle[a], 1.0)  # of the friction the road offers
                 if low < axle_u < high and abs(model_fy_axle[a]) > 1.0:
                     # the model's force per unit of the model's own scale
-                    w.add_cornering(a, fy_axle[a], model_fy_axle[a] / v.tire_scales[a])
+                    w.add_cornering(a, fy_axle[a], model_fy_axle[a] / v.tire_scales[a], float(model.slip_angle_rad[2 * a : 2 * a + 2].mean()))
 
     def update_parameters(self) -> None:
         """One update of every estimator from the window's averages (module docstring)."""
@@ -240,19 +250,33 @@ class VehicleSPI(VehicleErrorEKF):
         v.mu = self.mu
         # cornering stiffness
         if sp.cornering:
-            self.P_cornering += sp.cornering_walk_per_sqrt_s**2 * dt
             old = v.parameters
-            for a in range(2):
-                if w.corner_n[a]:
-                    z = w.corner_fm[a] / w.corner_mm[a]  # the window's least-squares scale
-                    K = self.P_cornering[a] / (self.P_cornering[a] + sp.cornering_ratio_sigma**2)
-                    self.cornering[a] += K * (z - self.cornering[a])
-                    self.P_cornering[a] *= 1.0 - K
-                    self._cornering_seen[a] = True
-            self.cornering = np.clip(self.cornering, *sp.cornering_bounds)
+            self._update_cornering(w, dt)
             if sp.cornering_feedback and np.any(np.abs(self.cornering - old[2:4]) > 1e-6):
                 self._take_cornering(old)
         self._window = _Window()
+
+    def _update_cornering(self, w: "_Window", dt: float) -> None:
+        """The inverse scales x_a = 1 / c_a from the window's mean slip angles (module docstring): alpha_a = u_a x_a +
+        dbeta, u_a = alpha_a F_pub,a / F_model,a (F_model at a scale of 1), dbeta the sideslip error both axles share."""
+        sp = self.spi
+        x, P = self._inverse_cornering, self._P_inverse_cornering
+        P += np.eye(2) * sp.cornering_walk_per_sqrt_s**2 * dt
+        seen = [a for a in range(2) if w.corner_n[a]]
+        if seen:
+            alpha = w.corner_alpha[seen] / w.corner_n[seen]
+            H = np.zeros((len(seen), 2))
+            H[range(len(seen)), seen] = w.corner_u[seen] / w.corner_n[seen]
+            sideslip = math.radians(sp.cornering_sideslip_sigma_deg)
+            R = np.full((len(seen), len(seen)), sideslip**2) + np.diag((sp.cornering_slip_noise_relative * np.abs(alpha) + 1e-4) ** 2)
+            K = P @ H.T @ np.linalg.inv(H @ P @ H.T + R)
+            x += K @ (alpha - H @ x)
+            P[:] = (np.eye(2) - K @ H) @ P
+            lo, hi = sp.cornering_bounds
+            np.clip(x, 1.0 / hi, 1.0 / lo, out=x)
+            self._cornering_seen[seen] = True
+        self.cornering = 1.0 / x
+        self.P_cornering = np.diag(P) * self.cornering**4  # sigma_c = sigma_x c^2
 
     def _axle_friction(self, w: "_Window") -> tuple[float, float]:
         """The window's utilisation and, once an axle has saturated for ``min_saturated_s``, the largest utilisation of
@@ -345,7 +369,7 @@ class VehicleSPI(VehicleErrorEKF):
                              status=status(mu_seen, self.mu, sp.mu_bounds, mu_sigma, sp.mu_converged)),
         }
         for a, name in enumerate(("cornering_front", "cornering_rear")):
-            sigma = math.sqrt(self.P_cornering[a])
+            sigma = math.sqrt(self.P_cornering[a] + (sp.cornering_model_sigma * self.cornering[a]) ** 2)
             report[name] = dict(value=float(self.cornering[a]), sigma=sigma, bounds=sp.cornering_bounds,
                                 status=status(started and self._cornering_seen[a], self.cornering[a], sp.cornering_bounds, sigma, sp.cornering_converged))
         return report
@@ -359,7 +383,7 @@ class _Window:
         self.mass_sum, self.mass_n = np.zeros(5), 0
         self.fx, self.fy = 0.0, 0.0  # the four tires' published forces, summed
         self.axle_k, self.axle_alpha, self.speed, self.yaw_acceleration, self.axle_n = np.zeros(2), np.zeros(2), 0.0, 0.0, 0
-        self.corner_fm, self.corner_mm, self.corner_n = np.zeros(2), np.zeros(2), np.zeros(2, dtype=int)
+        self.corner_alpha, self.corner_u, self.corner_n = np.zeros(2), np.zeros(2), np.zeros(2, dtype=int)
 
     def add_mass(self, a: float, y: float, lateral: float, traction: float, turning: float) -> None:
         self.mass_sum += (a, y, lateral, traction, turning)
@@ -375,9 +399,8 @@ class _Window:
         self.yaw_acceleration += yaw_acceleration
         self.axle_n += 1
 
-    def add_cornering(self, axle: int, published: float, model_unit: float) -> None:
-        """An axle's published lateral force and the model's at a scale of 1 (N), for the least-squares scale
-        sum(published model) / sum(model^2)."""
-        self.corner_fm[axle] += published * model_unit
-        self.corner_mm[axle] += model_unit * model_unit
+    def add_cornering(self, axle: int, published: float, model_unit: float, slip_angle_rad: float) -> None:
+        """An axle's published lateral force, the model's at a scale of 1 (N) and the state's mean slip angle (rad)."""
+        self.corner_alpha[axle] += slip_angle_rad
+        self.corner_u[axle] += slip_angle_rad * published / model_unit
         self.corner_n[axle] += 1

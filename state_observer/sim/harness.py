@@ -261,7 +261,7 @@ def run_observer(desc, config, manoeuvre: Manoeuvre, samples: list, observer: st
                      resets=obs.n_resets, counters={k: dict(v) for k, v in obs.counters.items()},
                      mass_observed=None if report is None else float(report["mass"]["status"] != 0),
                      cornering=None if report is None or "cornering_front" not in report else
-                     tuple((report[a]["value"], report[a]["status"]) for a in ("cornering_front", "cornering_rear")))
+                     tuple((report[a]["value"], report[a]["status"], report[a]["sigma"]) for a in ("cornering_front", "cornering_rear")))
     return run, (_columns(baseline_rows) if follower is not None and baseline_rows else None)
 
 
@@ -395,12 +395,16 @@ def friction_bound_metrics(truth: Run, est: Run) -> dict:
 def cornering_metrics(est: Run, mismatch: mm.Mismatch) -> dict:
     """The final cornering-stiffness scales per axle against the truth's (the harness' factor on the vehicle file's
     stiffness at the static load; the truth's load sensitivity lowers an axle's total in a turn by a few per cent):
-    the larger error of the two axles (%), and whether both were observed (status not NOT_OBSERVABLE)."""
+    the larger error of the two axles (%), whether both were observed (status not NOT_OBSERVABLE), and the share of
+    the axles whose error is within twice the published sigma."""
     final = est.extra.get("cornering")
     if final is None:
         return {}
-    errors = [100.0 * abs(value - truth) / truth for (value, _), truth in zip(final, mismatch.cornering_stiffness)]
-    return dict(cornering_error_pct=max(errors), cornering_observed=float(all(status != 0 for _, status in final)))
+    truths = mismatch.cornering_stiffness
+    errors = [100.0 * abs(value - truth) / truth for (value, _, _), truth in zip(final, truths)]
+    inside = [abs(value - truth) <= 2.0 * sigma for (value, _, sigma), truth in zip(final, truths)]
+    return dict(cornering_error_pct=max(errors), cornering_observed=float(all(status != 0 for _, status, _ in final)),
+                cornering_2sigma_coverage=float(np.mean(inside)))
 
 
 def evaluate_scenario(manoeuvre: str, seed: int, cache_dir: Path | None = None, observers=("spi_reduced",), progress=print) -> dict:
@@ -486,7 +490,7 @@ COLUMNS = (("position_rmse_m", "pos m", 1.0), ("sideslip_rmse_deg", "beta deg", 
            ("tire_force_nrmse_long", "Fx %", 100.0), ("tire_force_nrmse_lat", "Fy %", 100.0), ("tire_force_nrmse_vert", "Fz %", 100.0),
            ("mass_error_pct", "mass %", 1.0), ("cornering_error_pct", "Cy %", 1.0), ("friction_abs_error", "mu err", 1.0),
            ("friction_bound_excess", "LB-mu", 1.0), ("sideslip_2sigma_coverage", "beta 2s", 100.0),
-           ("tire_force_2sigma_coverage", "F 2s", 100.0))
+           ("tire_force_2sigma_coverage", "F 2s", 100.0), ("cornering_2sigma_coverage", "Cy 2s", 100.0))
 ORDER = ("spi_reduced", "errorekf_fe_reduced", "open_loop", "kinematic_ekf", "gnss", "gnss_averaged", "zero_sideslip", "spi_reduced_no_gnss",
          "errorekf_fe_reduced_no_gnss", "spi_reduced_speed_only", "single_track")
 
