@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from ..sensors.samples import STREAM_OF
 from .errorekf import axle_speeds
 
 if TYPE_CHECKING:
     from .online import OnlineSettings
 
-STREAMS = ("imu", "gnss_fix", "gnss_velocity", "wheels", "steering")
+STREAMS = tuple(STREAM_OF.values())  # "imu", "gnss_fix", "gnss_velocity", "wheels", "steering"
 GNSS_POSITION_FLOOR_M = 0.01  # 1-sigma: no receiver (RTK included) knows its position better
 GNSS_VELOCITY_FLOOR_M_S = 0.005
 

@@ -36,14 +36,13 @@ import numpy as np
 from ..conventions import GRAVITY_M_S2, yaw_rad
 from ..errors import ConfigError
 from ..sensors.geodesy import LocalENU
-from ..sensors.samples import GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
+from ..sensors.samples import STREAM_OF, GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
 from .errorekf import DetailedErrorEKF, VehicleErrorEKF, detailed_settings
 from .intake import STREAMS, InputLimits, SampleScreen, StampGaps, StreamCounter
 from .outputs import ObserverEstimate, Odometry, make_estimate, make_odometry
 from .startup import Start, Startup
 
 OBSERVERS = ("spi_reduced", "errorekf_fe_reduced", "errorekf_detailed")
-_KIND = {ImuSample: "imu", GnssFix: "gnss_fix", GnssVelocity: "gnss_velocity", WheelSample: "wheels", SteeringSample: "steering"}
 _NS = 1_000_000_000
 _JUMP_CONFIRM = 3  # samples in a row behind by more than time_jump_s before the observer resets
 STANDSTILL_WINDOW_NS = 500_000_000  # wheel speeds averaged over this long to tell a car standing still
@@ -313,12 +312,12 @@ class OnlineObserver:
 
     def pending(self) -> Counter:
         """Samples per stream waiting for the model to reach them (or for the next step)."""
-        return Counter(_KIND[type(p.sample)] for p in self._queue + self._late)
+        return Counter(STREAM_OF[type(p.sample)] for p in self._queue + self._late)
 
     # ----- input --------------------------------------------------------------------------------------
     def feed(self, sample) -> list[int]:
         """Take one sensor sample; returns the end stamps (ns) of the model steps it completed (maybe none)."""
-        kind = _KIND.get(type(sample))
+        kind = STREAM_OF.get(type(sample))
         if kind is None:
             raise TypeError(f"not a sensor sample: {type(sample).__name__}")
         count = self.counters[kind]
@@ -442,7 +441,7 @@ class OnlineObserver:
 
     def _update(self, sample, age_s: float) -> None:
         f, s = self.filter, self.settings
-        kind = _KIND[type(sample)]
+        kind = STREAM_OF[type(sample)]
         if kind not in s.sensors or kind == "steering":
             if kind != "steering":
                 self.counters[kind]["not used (disabled)"] += 1

@@ -59,6 +59,7 @@ from state_observer.conventions import sideslip_rad
 from state_observer.sensors.samples import (
     STEERING_JOINT,
     WHEEL_JOINTS,
+    STREAM_OF,
     WHEELS,
     GnssFix,
     GnssVelocity,
@@ -91,14 +92,7 @@ WHEEL_FORCE = f"{PACKAGE}/msg/WheelForce"
 VEHICLE_PARAMETERS = f"{PACKAGE}/msg/VehicleParameters"
 OBSERVER_STATE = f"{PACKAGE}/msg/ObserverState"
 
-# Sensor streams: record type -> kind -> (message type, default topic; ARCHITECTURE.md 4).
-SENSOR_KINDS: dict[type, str] = {
-    ImuSample: "imu",
-    GnssFix: "gnss_fix",
-    GnssVelocity: "gnss_velocity",
-    WheelSample: "wheels",
-    SteeringSample: "steering",
-}
+# Sensor streams: record type -> kind (sensors.samples.STREAM_OF) -> (message type, default topic; ARCHITECTURE.md 4).
 SENSOR_MSGTYPES: dict[str, str] = {
     "imu": IMU,
     "gnss_fix": NAV_SAT_FIX,
@@ -354,7 +348,7 @@ _TO_MSG: dict[str, Callable[[Any, Typestore], Any]] = {
 def sample_kind(sample: Any) -> str:
     """"imu", "gnss_fix", "gnss_velocity", "wheels" or "steering" for a sample record."""
     try:
-        return SENSOR_KINDS[type(sample)]
+        return STREAM_OF[type(sample)]
     except KeyError:
         raise IoError(f"not a sensor sample record: {type(sample).__name__}") from None
 
