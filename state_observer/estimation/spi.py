@@ -30,10 +30,11 @@ observed here departs from the seeds, see below).
   sideslip error dbeta (``cornering_sideslip_sigma_deg``) common to both axles.  What the sideslip cannot hide, the
   difference alpha_f - alpha_r (kinematic: steering, yaw rate, speed), then tells the axles apart wherever their forces'
   ratio changes (turning in, out, braking); a random walk keeps about 10 s of linear-range driving.  The published
-  sigma adds the error no data removes (``cornering_model_sigma``: a TMeasy curve scaled onto a tire of another shape).  It is published, and
-  fed back to the model only with ``cornering_feedback``: in steady cornering a stiffness and a sideslip cannot be told
-  apart (the scale adapts to whatever sideslip the state has), and a model that takes the scale loses the one thing that
-  anchored its sideslip (on the harness the steady-cornering sideslip error grew from 0.39 to 0.49 deg with it).
+  sigma adds the error no data removes (``cornering_model_sigma``: a TMeasy curve scaled onto a tire of another
+  shape).  It is published, and fed back to the model only with ``cornering_feedback``: in steady cornering a
+  stiffness and a sideslip cannot be told apart (the scale adapts to whatever sideslip the state has), and a model that
+  takes the scale loses the one thing that anchored its sideslip (on the harness the steady-cornering sideslip error
+  grew from 0.39 to 0.49 deg with it).
 
 Every parameter has a status (:data:`NOT_OBSERVABLE`, :data:`CONVERGING`, :data:`CONVERGED`, :data:`AT_BOUND`) and its
 bounds, published with it.
@@ -128,11 +129,10 @@ class VehicleSPI(VehicleErrorEKF):
         self._accel_innovation = np.zeros(2)  # mean accelerometer innovation along and across base_link (m/s^2)
         self._saturated_s = 0.0  # how long an axle has been seen saturating
         self._episode_u, self._episode_end_s = 0.0, -math.inf  # the saturation episode's largest utilisation, its last time
-        self.cornering = np.array(v.tire_scales[:2], dtype=float)
-        self.P_cornering = np.full(2, sp.cornering_sigma**2)  # the scales' variances (from the inverse scales')
         self._cornering_seen = np.zeros(2, dtype=bool)
-        self._inverse_cornering = 1.0 / self.cornering  # the estimator's state: 1 / scale per axle, and its covariance
-        self._P_inverse_cornering = np.diag(self.P_cornering / self.cornering**4)
+        scales = np.array(v.tire_scales[:2], dtype=float)
+        self._inverse_cornering = 1.0 / scales  # the estimator's state: 1 / scale per axle, and its covariance
+        self._P_inverse_cornering = np.diag(sp.cornering_sigma**2 / scales**4)
         self._mass_seen = False
         self._window = _Window()
         self._steps = 0
@@ -275,8 +275,16 @@ class VehicleSPI(VehicleErrorEKF):
             lo, hi = sp.cornering_bounds
             np.clip(x, 1.0 / hi, 1.0 / lo, out=x)
             self._cornering_seen[seen] = True
-        self.cornering = 1.0 / x
-        self.P_cornering = np.diag(P) * self.cornering**4  # sigma_c = sigma_x c^2
+
+    @property
+    def cornering(self) -> np.ndarray:
+        """The cornering-stiffness scales (front, rear): 1 / the estimator's inverse scales."""
+        return 1.0 / self._inverse_cornering
+
+    @property
+    def P_cornering(self) -> np.ndarray:
+        """The scales' variances from the inverse scales' (sigma_c = sigma_x c^2)."""
+        return np.diag(self._P_inverse_cornering) * self.cornering**4
 
     def _axle_friction(self, w: "_Window") -> tuple[float, float]:
         """The window's utilisation and, once an axle has saturated for ``min_saturated_s``, the largest utilisation of
