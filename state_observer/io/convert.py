@@ -741,12 +741,11 @@ def tf_msg(transforms: Iterable[tuple[int, str, str, Any, Any]], store: Typestor
         for stamp_ns, parent, child, translation, q in transforms])
 
 
-def mount_transforms(mounts, stamp_ns: int, base: str = BASE_FRAME, imu_frame: str | None = None,
-                     gnss_frame: str | None = None) -> list[tuple[int, str, str, Any, Any]]:
+def mount_transforms(mounts, stamp_ns: int, base: str = BASE_FRAME) -> list[tuple[int, str, str, Any, Any]]:
     """base -> the IMU (at its mounting rotation) and base -> the GNSS antenna (unrotated) of a
-    :class:`~state_observer.sensors.mounts.SensorMounts`, as :func:`tf_msg` tuples; the frames are the mounts' unless given."""
-    return [(stamp_ns, base, imu_frame or mounts.imu_frame_id, mounts.imu_position_m, quaternion_from_matrix(np.asarray(mounts.imu_rotation, float))),
-            (stamp_ns, base, gnss_frame or mounts.gnss_frame_id, mounts.gnss_position_m, (1.0, 0.0, 0.0, 0.0))]
+    :class:`~state_observer.sensors.mounts.SensorMounts`, in its frames, as :func:`tf_msg` tuples."""
+    return [(stamp_ns, base, mounts.imu_frame_id, mounts.imu_position_m, quaternion_from_matrix(np.asarray(mounts.imu_rotation, float))),
+            (stamp_ns, base, mounts.gnss_frame_id, mounts.gnss_position_m, (1.0, 0.0, 0.0, 0.0))]
 
 
 def pose_stamped_msg(stamp_ns: int, position, q_wxyz, store: Typestore | None = None, frame: str = ODOM_FRAME) -> Any:

@@ -2,9 +2,9 @@
 
 ``record_run`` writes what ``state_observer.sim.run.simulate`` yields: the truth topics every
 model step and every sensor sample at its receive time, with ``/tf`` (odom -> :data:`TRUTH_BASE_FRAME`, the truth's
-pose, every model step) and ``/tf_static`` (base_link -> the IMU and the GNSS antenna of the vehicle file, once). ``simulate_command`` adds argument
-checks, a progress bar on stderr, the one-line summary on stdout and one-line errors, and
-returns the exit code. The partial bag is kept (and readable) on any failure or interrupt.
+pose, every model step) and ``/tf_static`` (base_link -> the IMU and the GNSS antenna of the vehicle file, once).
+``simulate_command`` adds argument checks, a progress bar on stderr, the one-line summary on stdout and one-line
+errors, and returns the exit code. The partial bag is kept (and readable) on any failure or interrupt.
 """
 from __future__ import annotations
 

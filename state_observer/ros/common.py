@@ -1,4 +1,4 @@
-"""Helpers shared by the bag nodes: parameters, message classes by type name, ``main`` loop."""
+"""Helpers shared by the nodes: parameters, message classes by type name, the /tf QoS profiles, ``main`` loop."""
 from __future__ import annotations
 
 import importlib
@@ -13,13 +13,18 @@ from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 
 from state_observer.io.convert import IoError
 from state_observer.errors import ParameterError
 
-__all__ = ["ParameterError", "declare", "message_class", "run"]
+__all__ = ["TF_QOS", "TF_STATIC_QOS", "ParameterError", "declare", "message_class", "run"]
 
+# tf2_ros' TransformBroadcaster and StaticTransformBroadcaster: what RViz, Foxglove and tf2 listeners expect
+TF_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
+TF_STATIC_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                           durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 def declare(node: Node, name: str, default: Any, description: str, *,

@@ -6,8 +6,9 @@ markers, diagnostics) and its ``/tf`` and ``/tf_static`` (or ``topics``) becomes
 ``cdr`` and the message type's ROS 2 definition (dependencies included, from the package's type store) as a ``ros2msg``
 schema, as ``state-observer foxglove BAG`` serves a bag; each message is forwarded as the serialised bytes it arrived
 in, logged at its arrival time.  ``/tf_static`` is latched as in ROS: a client that subscribes to it later gets the last
-one again (the shipped layout's 3D panel follows base_link and draws the wheels and sensors from it).  Parameters: ``host`` (default 127.0.0.1: this machine only; 0.0.0.0 to be seen from others),
-``port`` (8765, the app's default; 0: any free port, in :attr:`FoxgloveRelay.port`), ``topics``.
+one again (the shipped layout's 3D panel follows base_link and draws the wheels and sensors from it).  Parameters:
+``host`` (default 127.0.0.1: this machine only; 0.0.0.0 to be seen from others), ``port`` (8765, the app's default;
+0: any free port, in :attr:`FoxgloveRelay.port`), ``topics``.
 """
 from __future__ import annotations
 
@@ -17,13 +18,13 @@ from functools import partial
 from typing import Sequence
 
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from state_observer.errors import InputError
 from state_observer.foxglove_view import ros_channel, sdk
 from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC, make_typestore
 from state_observer.paths import foxglove_layout_path
-from state_observer.ros.common import ParameterError, declare, message_class, run
+from state_observer.ros.common import TF_STATIC_QOS, ParameterError, declare, message_class, run
 
 QOS_DEPTH = 100
 
@@ -56,8 +57,6 @@ class FoxgloveRelay(Node):
             raise ParameterError(f"cannot serve on {host}:{port}: {exc}") from None
         self.port = self.server.port
         qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=QOS_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
-        latched = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)  # the node's /tf_static
         self.channels: list = []
         for topic in topics:
             msgtype = types[topic]
@@ -66,7 +65,7 @@ class FoxgloveRelay(Node):
                 raise ParameterError(f"parameter topics: the message type {msgtype} of {topic} is not importable (is the package built and sourced?)")
             channel = ros_channel(foxglove, context, topic, msgtype, store.generate_msgdef(msgtype, ros_version=2)[0])
             self.channels.append(channel)
-            self.create_subscription(cls, topic, partial(self._forward, topic, channel), latched if topic == TF_STATIC_TOPIC else qos, raw=True)
+            self.create_subscription(cls, topic, partial(self._forward, topic, channel), TF_STATIC_QOS if topic == TF_STATIC_TOPIC else qos, raw=True)
         self.get_logger().info(f"serving {len(self.channels)} topics on ws://{host}:{self.port} (Foxglove: Open connection -> "
                                f"Foxglove WebSocket; layout: {foxglove_layout_path()})")
 

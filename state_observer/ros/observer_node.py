@@ -23,19 +23,15 @@ from typing import Sequence
 
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
 from state_observer.conventions import yaw_rad
 from state_observer.io.convert import OUTPUT_MSGTYPES, OUTPUT_TOPICS, SENSOR_MSGTYPES, TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC, make_typestore
 from state_observer.io.params import NODE_NAME, PARAMETERS, applies_to, check, config_from, params_file_sections
 from state_observer.io.pipeline import DropWatch, ObserverPipeline, load_observer
-from state_observer.ros.common import ParameterError, message_class, run
+from state_observer.ros.common import TF_QOS, TF_STATIC_QOS, ParameterError, message_class, run
 
 LATENCY_WINDOW = 20000  # IMU-to-estimate latencies kept for the statistics
-# tf2_ros' TransformBroadcaster and StaticTransformBroadcaster: what RViz, Foxglove and tf2 listeners expect
-TF_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE)
-TF_STATIC_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                           durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class ObserverNode(Node):
