@@ -21,7 +21,8 @@ observed here departs from the seeds, see below).
   saturates, the largest utilisation of the episode is an observation of mu (a scalar Kalman filter with a random walk); the model's friction follows the
   estimate, never below the bound.  The forces of a model that believes the road grippier than it is never show
   saturation at the state's own slip angles: the earlier test on them let the estimate stay at its prior on the
-  harness' friction step.
+  harness' friction step.  Saturation counts only in steady cornering, judged by the estimated yaw rate's change, not
+  by the model's yaw acceleration (which on a road the model thinks grippier is the yaw the gyroscope takes away).
 * Cornering stiffness per axle: in the linear range (axle utilisation 0.1-0.45) the axle's published lateral force
   against the model's own at the state's slip angle observes the scale c of its stiffness, but that slip angle carries
   the state's sideslip error, and both axles carry the same one.  So the estimator (a Kalman filter on the inverse
@@ -81,7 +82,12 @@ class SpiSettings:
     saturation_ratio: float = 0.6
     min_saturated_utilisation: float = 0.15  # and carries at least this (a slip angle from a small rate error is no proof)
     min_saturation_speed_m_s: float = 8.0  # below it slip angles are too uncertain to judge saturation
-    max_yaw_acceleration_rad_s2: float = 0.1  # and turns steadily (while the yaw rate builds up the steering leads it)
+    # and turns steadily (while the yaw rate builds up the steering leads it): the estimated yaw rate's change over
+    # ``yaw_acceleration_s``.  Not the model's yaw acceleration: where the model's tires are wrong (a friction it does not
+    # know yet) that is what the gyroscope corrects away each step, and it read 0.1-0.4 rad/s^2 on a car sliding steadily
+    # on a surface of 0.6, which then never counted as saturated (tuning seed 108: sideslip 5.1 deg, heading 12 deg off)
+    max_yaw_acceleration_rad_s2: float = 0.1
+    yaw_acceleration_s: float = 0.5
     min_saturated_s: float = 0.5  # an axle must saturate this long before its utilisation counts
     accel_innovation_s: float = 0.1  # the accelerometer's innovation is averaged over this time (s)
     utilisation_sigma: float = 0.04
@@ -128,6 +134,7 @@ class VehicleSPI(VehicleErrorEKF):
         self._mu_seen_s = -math.inf  # when a saturating axle was last seen
         self._accel_innovation = np.zeros(2)  # mean accelerometer innovation along and across base_link (m/s^2)
         self._saturated_s = 0.0  # how long an axle has been seen saturating
+        self._yaw_rates = deque()  # (t, the window's mean estimated yaw rate) over the last yaw_acceleration_s
         self._episode_u, self._episode_end_s = 0.0, -math.inf  # the saturation episode's largest utilisation, its last time
         self._cornering_seen = np.zeros(2, dtype=bool)
         scales = np.array(v.tire_scales[:2], dtype=float)
@@ -187,7 +194,7 @@ class VehicleSPI(VehicleErrorEKF):
         loaded = fz > 200.0
         model = v.last
         if loaded.any():
-            w.add_axles(forces, v.tire_rows[:, 5], model.slip_angle_rad, speed, qdd[5])
+            w.add_axles(forces, v.tire_rows[:, 5], model.slip_angle_rad, speed, qd[5])
             # cornering stiffness: published over model lateral force per axle, in the linear range
             fy_axle, fz_axle, model_fy_axle = (x.reshape(2, 2).sum(axis=1) for x in (forces[:, 1], fz, model.fy_n))
             low, high = sp.cornering_utilisation
@@ -300,13 +307,19 @@ class VehicleSPI(VehicleErrorEKF):
         if not w.axle_n:
             return math.nan, math.nan
         n = w.axle_n
+        t = self.vehicle.solver.t
+        rates = self._yaw_rates
+        rates.append((t, w.yaw_rate / n))
+        while t - rates[0][0] > sp.yaw_acceleration_s:
+            rates.popleft()
+        span = t - rates[0][0]
+        steady = span >= 0.5 * sp.yaw_acceleration_s and abs(rates[-1][1] - rates[0][1]) <= sp.max_yaw_acceleration_rad_s2 * span
         mass = self.vehicle.total_mass_kg
         weight = mass * GRAVITY_M_S2 + self.vehicle.downforce_n(w.speed / n)  # what presses the tires on the road
         fy = w.fy / n + mass * self._accel_innovation[1]
         u_y = fy / weight
         u = math.hypot(w.fx / n, fy) / weight
-        if (abs(u_y) < sp.min_saturated_utilisation or w.speed / n < sp.min_saturation_speed_m_s
-                or abs(w.yaw_acceleration / n) > sp.max_yaw_acceleration_rad_s2):
+        if abs(u_y) < sp.min_saturated_utilisation or w.speed / n < sp.min_saturation_speed_m_s or not steady:
             self._saturated_s = 0.0
             return u, math.nan
         k, alpha = w.axle_k / n, w.axle_alpha / n
@@ -320,7 +333,6 @@ class VehicleSPI(VehicleErrorEKF):
             return u, math.nan
         # one episode of saturation (gaps shorter than a second): the tire passed through its peak on the way in, and
         # beyond it gives less as it slides (a Magic-Formula tire ~10 % less at 17 deg): the episode's largest utilisation
-        t = self.vehicle.solver.t
         self._episode_u = u if t - self._episode_end_s > 1.0 else max(self._episode_u, u)
         self._episode_end_s = t
         return u, self._episode_u
@@ -390,21 +402,21 @@ class _Window:
         self.stopped = False
         self.mass_sum, self.mass_n = np.zeros(5), 0
         self.fx, self.fy = 0.0, 0.0  # the four tires' published forces, summed
-        self.axle_k, self.axle_alpha, self.speed, self.yaw_acceleration, self.axle_n = np.zeros(2), np.zeros(2), 0.0, 0.0, 0
+        self.axle_k, self.axle_alpha, self.speed, self.yaw_rate, self.axle_n = np.zeros(2), np.zeros(2), 0.0, 0.0, 0
         self.corner_alpha, self.corner_u, self.corner_n = np.zeros(2), np.zeros(2), np.zeros(2, dtype=int)
 
     def add_mass(self, a: float, y: float, lateral: float, traction: float, turning: float) -> None:
         self.mass_sum += (a, y, lateral, traction, turning)
         self.mass_n += 1
 
-    def add_axles(self, forces: np.ndarray, k: np.ndarray, alpha: np.ndarray, speed: float, yaw_acceleration: float) -> None:
+    def add_axles(self, forces: np.ndarray, k: np.ndarray, alpha: np.ndarray, speed: float, yaw_rate: float) -> None:
         """The published forces (4, 3) summed; per axle the mean cornering stiffness per load and slip angle."""
         self.fx += forces[:, 0].sum()
         self.fy += forces[:, 1].sum()
         self.axle_k += k.reshape(2, 2).mean(axis=1)
         self.axle_alpha += alpha.reshape(2, 2).mean(axis=1)
         self.speed += speed
-        self.yaw_acceleration += yaw_acceleration
+        self.yaw_rate += yaw_rate
         self.axle_n += 1
 
     def add_cornering(self, axle: int, published: float, model_unit: float, slip_angle_rad: float) -> None:
