@@ -23,6 +23,7 @@ import dataclasses
 import json
 import math
 import shutil
+import struct
 import sys
 import time
 from array import array
@@ -96,24 +97,30 @@ def _sideslip_sigma(v_body, twist_covariance) -> float:
     return math.sqrt(max(vy * vy * C[0, 0] - 2 * vx * vy * C[0, 1] + vx * vx * C[1, 1], 0.0)) / s2
 
 
-def truth_rows(bag: Path, t0_ns: int, spool: Path, at_s=None) -> dict | None:
+def truth_rows(bag: Path, t0_ns: int, spool: Path, at_s=None, topics_in_bag=None) -> dict | None:
     """Report columns of the simulator's ``/truth/...`` topics, or None without them: every 20 ms, or with
     ``at_s`` (s after ``t0_ns``, sorted) the first truth stamped at or after each of those instants (the estimate's
-    times: truth and estimate on the same samples).  The rows go through the file ``spool`` (:class:`RowSpool`)."""
+    times: truth and estimate on the same samples).  The rows go through the file ``spool`` (:class:`RowSpool`).
+    The messages are read raw and only those of a row are decoded (the odometry's stamp is read from its CDR header);
+    ``topics_in_bag``: the bag's topics, when the caller has them."""
+    from .io.bag import read_raw
+    from .io.convert import typestore
+
     topics = TRUTH_TOPICS
     wanted = None if at_s is None else t0_ns + np.round(np.asarray(at_s, dtype=float) * 1e9).astype(np.int64)
     k = 0
-    if not all(t in bag_info(bag).topics for t in topics):
+    if not all(t in (topics_in_bag if topics_in_bag is not None else bag_info(bag).topics) for t in topics):
         return None
-    latest: dict[str, object] = {}
+    store = typestore()
+    latest: dict[str, tuple[str, bytes]] = {}
     rows = RowSpool(spool, ROW_COLUMNS)
     next_ns = None
-    for topic, _, msg in read_messages(bag, topics):
-        latest[topic] = msg
+    for topic, msgtype, _, raw in read_raw(bag, topics):
+        latest[topic] = (msgtype, raw)
         if topic != "/truth/parameters" or len(latest) < 3:
             continue
-        odo = latest["/truth/odometry"]
-        stamp = odo.header.stamp.sec * _NS + odo.header.stamp.nanosec
+        sec, nanosec = _CDR_STAMP.unpack_from(latest["/truth/odometry"][1], 4)  # after the encapsulation header
+        stamp = sec * _NS + nanosec
         if wanted is not None:
             if k == len(wanted) or stamp < wanted[k] - 1000:  # 1 us: rounding of the seconds
                 continue
@@ -123,13 +130,16 @@ def truth_rows(bag: Path, t0_ns: int, spool: Path, at_s=None) -> dict | None:
             continue
         else:
             next_ns = stamp + REPORT_PERIOD_NS
+        odo, tires, par = (store.deserialize_cdr(latest[t][1], latest[t][0]) for t in ("/truth/odometry", "/truth/tire_forces", "/truth/parameters"))
         pose, twist = odo.pose.pose, odo.twist.twist
-        forces = np.array([[w.fx_n, w.fy_n, w.fz_n] for w in latest["/truth/tire_forces"].wheels])
-        par = latest["/truth/parameters"]
+        forces = np.array([[w.fx_n, w.fy_n, w.fz_n] for w in tires.wheels])
         rows.append(_row((stamp - t0_ns) * 1e-9, (pose.position.x, pose.position.y, pose.position.z),
                          (pose.orientation.w, pose.orientation.x, pose.orientation.y, pose.orientation.z),
                          (twist.linear.x, twist.linear.y), twist.angular.z, forces, par.mass_kg, par.friction_coefficient))
     return rows.columns() if len(rows) else None
+
+
+_CDR_STAMP = struct.Struct("<iI")  # builtin_interfaces/Time at the start of a stamped message's payload
 
 
 def _columns(rows: list, names: list) -> dict:
@@ -368,7 +378,7 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
     innov["sensor_index"] = renumber[innov["sensor_index"].astype(int)]
     innov["sensor_names"] = [sensor_names[i] for i in used]
     innov["dof"] = [int(stats[sensor_names[i]].dof) for i in used]
-    truth = truth_rows(bag, first_ns, spools / "truth", estimate["t_s"])
+    truth = truth_rows(bag, first_ns, spools / "truth", estimate["t_s"], info.topics)
     summary = {
         "output folder": str(final_dir),
         "input": {"bag": str(bag), "duration_s": round(duration_s, 3), "sensor messages": n_in,
