@@ -153,6 +153,12 @@ class ErrorEkfSettings:
     # takes the opposite (0.46 deg RMSE; 0.21 with 0.5 %); on the tuning seeds the two tie on average.
     gyro_scale_sigma: float = 0.005
     gyro_scale_walk: float = 1e-5  # per sqrt(s)
+    # the scale factor is observed only while the yaw rate is at least this (rad/s, ~5.7 deg/s): its regressor is the
+    # model's yaw rate, whose own error then enters the innovation with it, E[r_hat nu] = -P_rr, and drives the scale
+    # towards zero gain by P_ss P_rr / S per update whatever the truth (on a straight road, where the model's yaw rate is
+    # only its jitter of ~0.003 rad/s, the scale ran from 0 to -0.6 % in 12 s; 0.85 % was the truth, and the 0.26 deg/s
+    # of yaw rate it cost in the step steer that followed turned the heading 1.4 deg and the sideslip with it)
+    gyro_scale_min_rate_rad_s: float = 0.1
     parameters: tuple = ()  # names of PARAMETER_NAMES (mass kg, the others dimensionless)
     parameter_sigma: dict = field(default_factory=lambda: {"mass": 150.0, "friction": 0.2, "cornering_front": 0.25, "cornering_rear": 0.25,
                                                             "longitudinal": 0.25})
@@ -744,7 +750,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         stats = self.stats[name]
         y = np.asarray(y, float)
         bias_col = {"gyroscope": self.gyro_bias_col, "accelerometer": self.accel_bias_col}.get(name, -1)
-        scale_col = self.gyro_scale_col if name == "gyroscope" else -1
+        scale_col = self.gyro_scale_column() if name == "gyroscope" else -1
         axes = np.arange(len(y)) if axes is None else np.asarray(axes)
         H = np.ascontiguousarray(H, dtype=float)
         if H.shape[1] == 2 * N:  # a model without accelerations in H (the detailed filter's mapped Jacobians)
@@ -802,7 +808,7 @@ class VehicleErrorEKF(SensorBookkeeping):
             nis_gyro, nis_accel = _imu_blocks(self.x, self.P, q, qd, qdd, np.asarray(self.mounts.imu_rotation, float), np.asarray(self.mounts.imu_position_m, float),
                                               self._corrected_gyro(gyro), accel - self.imu_bias[3:], np.ascontiguousarray(gyro_var),
                                               np.ascontiguousarray(accel_var), self._A, self._B, self._Gp, self.gate(3), use_gyro, use_accel, nu_gyro, nu_accel,
-                                              self.gyro_bias_col, self.accel_bias_col, self.gyro_scale_col)
+                                              self.gyro_bias_col, self.accel_bias_col, self.gyro_scale_column())
             applied = (use_gyro and record_update(gyro_stats, nu_gyro, nis_gyro)), (use_accel and record_update(accel_stats, nu_accel, nis_accel))
             for name, used, code in (("gyroscope", use_gyro, nis_gyro), ("accelerometer", use_accel, nis_accel)):
                 if used and (code >= 0.0 or code < -1.5):  # applied, or gated with its NIS (an unused block returns 0)
@@ -818,6 +824,13 @@ class VehicleErrorEKF(SensorBookkeeping):
         if n > 0.0 and dof > 0 and math.isfinite(nis):
             k = self.imu_noise_scale[name] * (1.0 + (min(nis / dof, 10.0) - 1.0) / n)
             self.imu_noise_scale[name] = min(max(k, 1.0), self.settings.imu_noise_scale_max)
+
+    def gyro_scale_column(self) -> int:
+        """The gyroscope's scale-factor column for this update, or -1 while the model's yaw rate is below
+        ``gyro_scale_min_rate_rad_s`` (the scale is then not observable and only its bias would be learnt)."""
+        if self.gyro_scale_col < 0 or abs(self.vehicle.solver.qd[5]) < self.settings.gyro_scale_min_rate_rad_s:
+            return -1
+        return self.gyro_scale_col
 
     def _corrected_gyro(self, gyro: np.ndarray) -> np.ndarray:
         """The gyroscope reading with the estimated biases and z scale factor removed."""
