@@ -356,7 +356,7 @@ def test_force_correction_turns_with_the_heading_and_fades_as_its_covariance_doe
     """The x-y force correction is fixed to the heading (a drag correction stays along the car through a turn), and the
     force errors are first-order Gauss-Markov in the covariance as in the correction: with no measurement their variance
     tends to walk^2 tau / 2, not to infinity."""
-    settings = ErrorEkfSettings(force_walk_saturation=0.0, force_walk_rate=0.0)
+    settings = ErrorEkfSettings(force_walk_rate=0.0)
     f = new_filter(settings, yaw_rad=0.3)
     assert f.predict()
     yaw = float(f.vehicle.solver.q[5])
