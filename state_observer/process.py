@@ -35,8 +35,8 @@ from .conventions import WHEELS, sideslip_rad, yaw_rad
 from .errors import StateObserverError
 from .estimation.intake import StreamLoss, stream_losses
 from .estimation.online import OpenLoop
-from .io.bag import BAG_VERSION, DEFAULT_STORAGE, BagWriter, IoError, bag_info, custom_data, read_messages
-from .io.convert import OUTPUT_TOPICS, SENSOR_MSGTYPES, TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC
+from .io.bag import BAG_VERSION, DEFAULT_STORAGE, BagWriter, IoError, bag_info, custom_data, read_messages, read_raw
+from .io.convert import OUTPUT_TOPICS, SENSOR_MSGTYPES, TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC, typestore
 from .io.record import DATUM_KEY
 from .io.params import ObserverConfig, load_config
 from .io.pipeline import ObserverPipeline, loss_line
@@ -97,19 +97,19 @@ def _sideslip_sigma(v_body, twist_covariance) -> float:
     return math.sqrt(max(vy * vy * C[0, 0] - 2 * vx * vy * C[0, 1] + vx * vx * C[1, 1], 0.0)) / s2
 
 
-def truth_rows(bag: Path, t0_ns: int, spool: Path, at_s=None, topics_in_bag=None) -> dict | None:
+_CDR_STAMP = struct.Struct("<iI")  # builtin_interfaces/Time at the start of a stamped message's payload
+
+
+def truth_rows(bag: Path, topics_in_bag, t0_ns: int, spool: Path, at_s=None) -> dict | None:
     """Report columns of the simulator's ``/truth/...`` topics, or None without them: every 20 ms, or with
     ``at_s`` (s after ``t0_ns``, sorted) the first truth stamped at or after each of those instants (the estimate's
     times: truth and estimate on the same samples).  The rows go through the file ``spool`` (:class:`RowSpool`).
     The messages are read raw and only those of a row are decoded (the odometry's stamp is read from its CDR header);
-    ``topics_in_bag``: the bag's topics, when the caller has them."""
-    from .io.bag import read_raw
-    from .io.convert import typestore
-
+    ``topics_in_bag``: the bag's topics (:func:`bag_info`)."""
     topics = TRUTH_TOPICS
     wanted = None if at_s is None else t0_ns + np.round(np.asarray(at_s, dtype=float) * 1e9).astype(np.int64)
     k = 0
-    if not all(t in (topics_in_bag if topics_in_bag is not None else bag_info(bag).topics) for t in topics):
+    if not all(t in topics_in_bag for t in topics):
         return None
     store = typestore()
     latest: dict[str, tuple[str, bytes]] = {}
@@ -137,9 +137,6 @@ def truth_rows(bag: Path, t0_ns: int, spool: Path, at_s=None, topics_in_bag=None
                          (pose.orientation.w, pose.orientation.x, pose.orientation.y, pose.orientation.z),
                          (twist.linear.x, twist.linear.y), twist.angular.z, forces, par.mass_kg, par.friction_coefficient))
     return rows.columns() if len(rows) else None
-
-
-_CDR_STAMP = struct.Struct("<iI")  # builtin_interfaces/Time at the start of a stamped message's payload
 
 
 def _columns(rows: list, names: list) -> dict:
@@ -378,7 +375,7 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
     innov["sensor_index"] = renumber[innov["sensor_index"].astype(int)]
     innov["sensor_names"] = [sensor_names[i] for i in used]
     innov["dof"] = [int(stats[sensor_names[i]].dof) for i in used]
-    truth = truth_rows(bag, first_ns, spools / "truth", estimate["t_s"], info.topics)
+    truth = truth_rows(bag, info.topics, first_ns, spools / "truth", estimate["t_s"])
     summary = {
         "output folder": str(final_dir),
         "input": {"bag": str(bag), "duration_s": round(duration_s, 3), "sensor messages": n_in,

@@ -59,7 +59,6 @@ class SteeringSample(NamedTuple):
     steering_wheel_angle_rad: float
 
 
-SAMPLE_TYPES = (ImuSample, GnssFix, GnssVelocity, WheelSample, SteeringSample)
 # the stream (sensor kind) of each record type: the names of the observer's counters, topics and node parameters
 STREAM_OF: dict[type, str] = {ImuSample: "imu", GnssFix: "gnss_fix", GnssVelocity: "gnss_velocity", WheelSample: "wheels",
                               SteeringSample: "steering"}
