@@ -213,7 +213,7 @@ def test_without_measured_torques_the_longitudinal_correction_drives_the_wheels(
     assert f.unknown_drive_force_n == pytest.approx(force_n, rel=1e-9)
     along = np.cos(yaw) * v.force_correction[0] + np.sin(yaw) * v.force_correction[1]
     across = -np.sin(yaw) * v.force_correction[0] + np.cos(yaw) * v.force_correction[1]
-    assert abs(along) < 1e-6 and across == pytest.approx(50.0 * np.exp(-f.dt / f.settings.force_memory_s), rel=1e-6)
+    assert abs(along) < 1e-6 and across > 45.0
     desc = v.desc
     limits = np.array([c.max_drive_torque_n_m if force_n > 0 else c.max_brake_torque_n_m for c in desc.corners])
     torque = v.drive_torque_n_m if force_n > 0 else v.brake_torque_n_m
@@ -354,8 +354,8 @@ def test_parameter_states_predict_the_model_response(filt):
 
 def test_force_correction_turns_with_the_heading_and_fades_as_its_covariance_does():
     """The x-y force correction is fixed to the heading (a drag correction stays along the car through a turn), and the
-    force errors are first-order Gauss-Markov in the covariance as in the correction: with no measurement their variance
-    tends to walk^2 tau / 2, not to infinity."""
+    force errors are first-order Gauss-Markov in the covariance as in the longitudinal correction: with no measurement
+    their variance tends to walk^2 tau / 2, not to infinity."""
     settings = ErrorEkfSettings(force_walk_rate=0.0)
     f = new_filter(settings, yaw_rad=0.3)
     assert f.predict()
@@ -373,6 +373,50 @@ def test_force_correction_turns_with_the_heading_and_fades_as_its_covariance_doe
         assert f.predict()
     stationary = settings.force_walk["lateral"] ** 2 * settings.force_memory_s / 2.0
     assert f.P[k, k] == pytest.approx(stationary, rel=0.05)
+
+
+def test_lateral_correction_is_kept_while_cornering_and_follows_the_lateral_force_down():
+    """The lateral part of the force correction (across the heading, the yaw moment) is not faded with time: in steady
+    cornering it stays, where the longitudinal part fades with ``force_memory_s``; it scales with the tires' lateral force
+    where that falls, F_c (|F_y| + F_0) / (|F_y|_0 + F_0), so that on the straight after a turn it is nearly gone; and it
+    fades with time while a friction estimator says the tires saturate (a friction error, not a stiffness error)."""
+    settings = ErrorEkfSettings(force_walk_rate=0.0)
+    f = new_filter(settings)
+    v = f.vehicle
+    floor = settings.lateral_correction_floor_n
+
+    def run(seconds):
+        for _ in range(round(seconds / f.dt)):
+            assert f.predict()
+
+    def parts():
+        yaw = float(v.solver.q[5])
+        fc = v.force_correction
+        return np.cos(yaw) * fc[0] + np.sin(yaw) * fc[1], np.cos(yaw) * fc[1] - np.sin(yaw) * fc[0], fc[5]
+
+    v.set_inputs(1.0, [60.0, 60.0, 0.0, 0.0], [0.0] * 4)  # a steady turn
+    run(3.0)
+    yaw = float(v.solver.q[5])
+    forward, left = np.array([np.cos(yaw), np.sin(yaw)]), np.array([-np.sin(yaw), np.cos(yaw)])
+    v.force_correction[:2] = 300.0 * forward + 200.0 * left
+    v.force_correction[5] = 100.0
+    turning = abs(v.tire_forces_n[:, 1].sum())
+    assert turning > 2000.0
+    run(1.0)
+    along, across, moment = parts()
+    now = abs(v.tire_forces_n[:, 1].sum())
+    assert along == pytest.approx(300.0 * np.exp(-1.0 / settings.force_memory_s), rel=0.01)
+    assert across / 200.0 == pytest.approx(min(1.0, (now + floor) / (turning + floor)), abs=0.02)
+    assert across > 180.0 and moment / 100.0 == pytest.approx(across / 200.0, rel=0.005)
+    v.set_inputs(0.0, [60.0, 60.0, 0.0, 0.0], [0.0] * 4)  # straight on
+    run(3.0)
+    along, across, moment = parts()
+    assert abs(v.tire_forces_n[:, 1].sum()) < 100.0
+    assert 0.0 < across < 200.0 * (floor + 100.0) / (turning + floor)
+    assert moment / 100.0 == pytest.approx(across / 200.0, rel=0.005)
+    f.tires_saturate = True
+    run(1.0)
+    assert parts()[1] == pytest.approx(across * np.exp(-1.0 / settings.force_memory_s), rel=0.01)
 
 
 def test_gnss_is_used_horizontally_the_altitude_is_the_roads():

@@ -236,6 +236,7 @@ class VehicleSPI(VehicleErrorEKF):
         # friction
         self.P_mu += sp.mu_walk_per_sqrt_s**2 * dt
         u_max, u_saturated = self._axle_friction(w)
+        self.tires_saturate = math.isfinite(u_saturated)
         if math.isfinite(u_max):
             self._utilisation.append((t, u_max))
         while self._utilisation and self._utilisation[0][0] < t - sp.lower_bound_window_s:
@@ -254,7 +255,11 @@ class VehicleSPI(VehicleErrorEKF):
             self._utilisation.append((t, min(u_max, self.mu)))
             self.mu_lower_bound = min(u_max, self.mu)
         self.mu = min(max(self.mu, self.mu_lower_bound, sp.mu_bounds[0]), sp.mu_bounds[1])
-        v.mu = self.mu
+        if abs(self.mu - v.parameters[1]) > 1e-4:
+            old = v.parameters
+            new = old.copy()
+            new[1] = self.mu
+            self._take_parameters(old, new)
         # cornering stiffness
         if sp.cornering:
             old = v.parameters
@@ -352,10 +357,15 @@ class VehicleSPI(VehicleErrorEKF):
         return applied
 
     def _take_cornering(self, old: np.ndarray) -> None:
-        """The model takes the new stiffness scales; its force correction gives back what the tires now carry."""
-        v = self.vehicle
+        """The model takes the new stiffness scales."""
         new = old.copy()
         new[2:4] = self.cornering
+        self._take_parameters(old, new)
+
+    def _take_parameters(self, old: np.ndarray, new: np.ndarray) -> None:
+        """The model takes the parameters ``new`` (layout of ``vehicle.parameters``); its force correction gives back what
+        the tires now carry, so that the total force on the chassis is unchanged at the instant."""
+        v = self.vehicle
         r = v.force_residuals(np.stack([old, new]), np.arange(N), steady_tires=True)
         v.apply_parameters(new, carry_tire_forces=True)
         change = np.zeros(N)
