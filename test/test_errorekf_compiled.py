@@ -419,6 +419,30 @@ def test_lateral_correction_is_kept_while_cornering_and_follows_the_lateral_forc
     assert parts()[1] == pytest.approx(across * np.exp(-1.0 / settings.force_memory_s), rel=0.01)
 
 
+def test_a_slide_the_gnss_course_shows_goes_into_the_lateral_force_not_the_heading():
+    """GNSS velocity that keeps showing the car moving sideways where the model does not (a slide the friction estimate
+    has not caught yet) gives the lateral force errors an extra walk, so that the correction takes it as a lateral force
+    and the heading moves less than without; velocity that agrees with the model gives none."""
+    def drive(settings, sideways_m_s):
+        f = new_filter(settings)
+        for step in range(500):  # 2 s, GNSS velocity at 5 Hz
+            assert f.predict()
+            if step % 50 == 49:
+                v, _ = f.measurement_model("gnss_velocity")  # the car heads east: it drifts north
+                f.update_gnss_velocity(np.array([v[0], sideways_m_s, 0.0]), np.eye(3) * 0.05**2)
+            f.correct()
+        return f, float(f.vehicle.solver.q[5])
+
+    quiet, yaw0 = drive(ErrorEkfSettings(), 0.0)
+    assert quiet._slide_walk == 0.0
+    watched, yaw = drive(ErrorEkfSettings(), 0.3)
+    k = 2 * N + watched.force_names.index("lateral")
+    assert watched._slide_walk > 10.0 * watched.settings.force_walk["lateral"]
+    assert watched.plant[k, k] > 100.0 * quiet.plant[k, k]
+    _, yaw_unwatched = drive(ErrorEkfSettings(slide_walk_response_s=0.0), 0.3)
+    assert abs(yaw - yaw0) < 0.5 * abs(yaw_unwatched - yaw0)
+
+
 def test_gnss_is_used_horizontally_the_altitude_is_the_roads():
     """A fix 30 m above the model (a hill the flat-road model does not know) is accepted for its horizontal position and
     moves no vertical state; GNSS velocity likewise (2 rows each)."""

@@ -150,6 +150,14 @@ class ErrorEkfSettings:
     # friction step 0.56 -> 0.48), 0.275 -> 0.259 without, 0.211 -> 0.212 with speed only (lateral force 4.50 -> 4.17 %).
     lateral_correction_floor_n: float = 500.0
     lateral_level_smoothing_s: float = 0.1
+    # A slide the model does not know of (the road lost grip; the friction estimate needs a second or two of it) shows
+    # first in the GNSS course: the velocity across the heading.  Its mean innovation over slide_innovation_s (s),
+    # beyond the receiver's sigma, gives the lateral force errors an extra walk m dv / T^1.5 (T = slide_walk_response_s;
+    # 0: off), so that their correction takes the slide and the heading, which the gyroscope holds, does not (tuning
+    # seeds 100-109, friction step with GNSS: the heading turned 0.5-0.8 deg in the 2 s before the friction estimate
+    # caught up and stayed so at the limit, where the sideslip cannot tell; sideslip 0.48 -> 0.40 deg).
+    slide_innovation_s: float = 0.5
+    slide_walk_response_s: float = 0.3
     # Without measured wheel torques the longitudinal force error stands for the unknown drive and brake force: it is then
     # a random walk of this size per sqrt(s) (N), kept rather than faded, and goes onto the wheels as their torque
     # (:meth:`VehicleErrorEKF._torques_from_correction`)
@@ -516,6 +524,9 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._correction_decay = math.exp(-dt / s.force_memory_s) if fe and s.force_memory_s > 0.0 else 1.0
         self._lateral_level = None  # the tires' lateral force, smoothed (N; lateral_correction_floor_n)
         self.tires_saturate = False  # set by a friction estimator while an axle saturates: the lateral correction then fades
+        # GNSS velocity across the heading the model did not make (m/s, mean), when it was last seen, the extra walk it
+        # gives the lateral force errors (N per sqrt(s)) and the innovation array last read (_watch_for_slide)
+        self._lateral_innovation, self._slide_t, self._slide_walk, self._slide_innovation_seen = 0.0, None, 0.0, None
         self._level_gain = dt / (dt + s.lateral_level_smoothing_s)
         self._correction_yaw = None  # heading at which the force correction's x-y part was last turned (rad)
         # the force errors are first-order Gauss-Markov processes, in the covariance as in the correction they feed
@@ -565,6 +576,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._correction_yaw = None
         self._lateral_level = None
         self.tires_saturate = False
+        self._lateral_innovation, self._slide_t, self._slide_walk, self._slide_innovation_seen = 0.0, None, 0.0, None
         self.unknown_drive_force_n = 0.0
 
     def predict(self) -> bool:
@@ -692,7 +704,8 @@ class VehicleErrorEKF(SensorBookkeeping):
 
     def _force_plant(self) -> None:
         """The random walk of each force error (settings ``force_walk``, ``force_walk_rate``): base + rate * |dF| /
-        sqrt(dt_lin), F the tire forces the error acts beside, dF their change since the last re-linearisation."""
+        sqrt(dt_lin), F the tire forces the error acts beside, dF their change since the last re-linearisation; plus,
+        for the lateral ones, the walk a slide gives (:meth:`_watch_for_slide`)."""
         s = self.settings
         if not self.force_names:
             return
@@ -702,6 +715,15 @@ class VehicleErrorEKF(SensorBookkeeping):
             change = np.abs(scale - self._previous_scales) / math.sqrt(self.dt * s.transition_every_steps)
         self._previous_scales = scale
         walk = np.array([s.force_walk[name] for name in self.force_names]) + s.force_walk_rate * change
+        if self._slide_walk > 0.0:
+            if self._slide_t is None or self.vehicle.solver.t - self._slide_t > 2.0 * s.slide_innovation_s:
+                self._slide_walk = 0.0  # no GNSS velocity of late: nothing says the car slides
+            arm = 0.5 * abs(self._axle_x_m[0] - self._axle_x_m[1])
+            for k, name in enumerate(self.force_names):
+                if name in ("lateral", "front_lateral", "rear_lateral"):
+                    walk[k] += self._slide_walk
+                elif name == "yaw":
+                    walk[k] += self._slide_walk * arm
         if self._long_col >= 0:  # the unknown drive force is a random walk of its own (kept, not faded)
             unknown = not self.torques_known
             walk[self._long_col] = s.unknown_torque_walk if unknown else walk[self._long_col]
@@ -822,7 +844,32 @@ class VehicleErrorEKF(SensorBookkeeping):
     def update_gnss_velocity(self, velocity_enu_m_s: np.ndarray, covariance: np.ndarray) -> bool:
         """GNSS antenna velocity (ENU, m/s) with its covariance (3, 3); horizontal part only, as the fix."""
         h, H = self._h_gnss_velocity()
-        return self._apply("gnss_velocity", np.asarray(velocity_enu_m_s, float)[:2], h[:2], H[:2], np.asarray(covariance, float)[:2, :2])
+        applied = self._apply("gnss_velocity", np.asarray(velocity_enu_m_s, float)[:2], h[:2], H[:2], np.asarray(covariance, float)[:2, :2])
+        self._watch_for_slide(np.asarray(covariance, float)[:2, :2])
+        return applied
+
+    def _watch_for_slide(self, covariance: np.ndarray) -> None:
+        """After a GNSS velocity update: the mean of its innovation across the heading over ``slide_innovation_s``; what
+        of it exceeds the receiver's sigma is a lateral velocity the model did not make (a slide before the friction
+        estimate knows of it), and the lateral force and yaw moment errors get an extra walk m dv / T^1.5 (T
+        ``slide_walk_response_s``) that lets their correction take it (:meth:`_force_plant`)."""
+        s = self.settings
+        nu = self.stats["gnss_velocity"].last_innovation
+        if s.slide_walk_response_s <= 0.0 or nu is self._slide_innovation_seen or len(nu) != 2:
+            return
+        self._slide_innovation_seen = nu
+        t = self.vehicle.solver.t
+        yaw = float(self.vehicle.solver.q[5])
+        across = np.array([-math.sin(yaw), math.cos(yaw)])
+        gain = 1.0
+        if self._slide_t is not None:
+            dt = max(t - self._slide_t, 0.0)
+            gain = dt / (dt + s.slide_innovation_s)
+        self._slide_t = t
+        self._lateral_innovation += gain * (float(across @ nu) - self._lateral_innovation)
+        excess = max(0.0, abs(self._lateral_innovation) - math.sqrt(max(float(across @ covariance @ across), 0.0)))
+        T = s.slide_walk_response_s
+        self._slide_walk = self.vehicle.total_mass_kg * excess / (T * math.sqrt(T))
 
     def update_imu(self, angular_velocity_rad_s: np.ndarray, linear_acceleration_m_s2: np.ndarray, gyro_sigma, accel_sigma) -> tuple[bool, bool]:
         """IMU sample in the sensor frame: gyroscope (rad/s) and specific force (m/s^2), 1-sigma per axis (scalar or (3,));
