@@ -513,3 +513,35 @@ def test_the_gyro_scale_factor_is_learnt_only_while_the_car_turns():
         if not turning:
             assert f.gyro_scale == 0.0
     assert f.gyro_scale != 0.0  # the turn's updates move it (how far depends on what pins the yaw rate: GNSS course)
+
+
+def test_a_friction_change_leaves_the_force_on_the_chassis_as_it_was():
+    """When the friction estimate changes the model's friction, the force correction gives back what the tires now carry
+    (VehicleSPI): at that instant the tires' steady forces on the chassis plus the correction do not change, so the
+    correction that stood for the missing grip is handed to the tires instead of being counted twice."""
+    from state_observer.estimation.spi import VehicleSPI
+    from state_observer.paths import default_vehicle_path
+    from state_observer.sensors.mounts import mounts_from_vehicle
+    from state_observer.vehicle.description import load_vehicle
+    from state_observer.vehicle.reduced import ReducedVehicle
+
+    desc = load_vehicle(default_vehicle_path())
+    f = VehicleSPI(ReducedVehicle(desc), mounts_from_vehicle(desc))
+    f.start(speed_m_s=20.0)
+    v = f.vehicle
+    v.set_inputs(1.5, [80.0, 80.0, 0.0, 0.0], [0.0] * 4)  # a firm steady turn
+    for _ in range(750):
+        assert f.predict()
+        f.correct()
+    chassis = np.arange(6)
+
+    def on_chassis():  # the tires' steady generalised force on the chassis (-residual) plus the correction
+        return -v.force_residuals(v.parameters[None], chassis, steady_tires=True)[0] + v.force_correction[:6]
+
+    tires_before, total_before = -v.force_residuals(v.parameters[None], chassis, steady_tires=True)[0], on_chassis()
+    f.mu = 0.45
+    f.update_parameters()
+    assert float(np.mean(v.mu)) == pytest.approx(0.45)
+    tires_after = -v.force_residuals(v.parameters[None], chassis, steady_tires=True)[0]
+    assert np.hypot(*(tires_after - tires_before)[:2]) > 500.0  # the tires lost grip the correction now gives back
+    np.testing.assert_allclose(on_chassis(), total_before, atol=1e-6 * np.abs(total_before).max())
