@@ -533,15 +533,15 @@ def test_a_friction_change_leaves_the_force_on_the_chassis_as_it_was():
     for _ in range(750):
         assert f.predict()
         f.correct()
-    chassis = np.arange(6)
 
-    def on_chassis():  # the tires' steady generalised force on the chassis (-residual) plus the correction
-        return -v.force_residuals(v.parameters[None], chassis, steady_tires=True)[0] + v.force_correction[:6]
+    def tires():  # the tires' steady generalised force on the chassis (minus the residual without the correction)
+        return -v.force_residuals(v.parameters[None], np.arange(6), steady_tires=True)[0]
 
-    tires_before, total_before = -v.force_residuals(v.parameters[None], chassis, steady_tires=True)[0], on_chassis()
+    tires_before = tires()
+    total_before = tires_before + v.force_correction[:6]
     f.mu = 0.45
     f.update_parameters()
     assert float(np.mean(v.mu)) == pytest.approx(0.45)
-    tires_after = -v.force_residuals(v.parameters[None], chassis, steady_tires=True)[0]
+    tires_after = tires()
     assert np.hypot(*(tires_after - tires_before)[:2]) > 500.0  # the tires lost grip the correction now gives back
-    np.testing.assert_allclose(on_chassis(), total_before, atol=1e-6 * np.abs(total_before).max())
+    np.testing.assert_allclose(tires_after + v.force_correction[:6], total_before, atol=1e-6 * np.abs(total_before).max())

@@ -158,8 +158,8 @@ class ErrorEkfSettings:
     # caught up and stayed so at the limit, where the sideslip cannot tell; sideslip 0.48 -> 0.40 deg).
     # The noise the mean is judged against is the larger of the receiver's sigma and the innovations' own RMS over
     # slide_scatter_s: a receiver whose covariance claims 0.05 m/s and delivers 0.11 otherwise set it off on noise
-    # (tuning seeds, six manoeuvres
-    # with that receiver: 0.197 deg without the watch, 0.226 with it judged by the claim, 0.190 judged so; nominal 0.165 either way).
+    # (tuning seeds, six manoeuvres with that receiver: 0.197 deg without the watch, 0.226 with it judged by the claim,
+    # 0.190 judged so; nominal 0.165 either way).
     slide_innovation_s: float = 0.5
     slide_walk_response_s: float = 0.3
     slide_scatter_s: float = 20.0
@@ -527,12 +527,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._G = np.zeros((N, n))  # errorEKF-FE: the velocity rows of F (_fe_transition)
         self._directions = np.zeros((N, len(self.force_names)))  # generalised-force direction of each force-error state
         self._correction_decay = math.exp(-dt / s.force_memory_s) if fe and s.force_memory_s > 0.0 else 1.0
-        self._lateral_level = None  # the tires' lateral force, smoothed (N; lateral_correction_floor_n)
-        self.tires_saturate = False  # set by a friction estimator while an axle saturates: the lateral correction then fades
-        # GNSS velocity across the heading the model did not make (m/s, mean), when it was last seen, the extra walk it
-        # gives the lateral force errors (N per sqrt(s)) and the innovation array last read (_watch_for_slide)
-        self._lateral_innovation, self._slide_t, self._slide_walk, self._slide_innovation_seen = 0.0, None, 0.0, None
-        self._lateral_scatter, self._scatter_n = 0.0, 0  # mean square of the innovation across the heading over slide_scatter_s (m^2/s^2), updates
+        self._forget_lateral_history()
         self._level_gain = dt / (dt + s.lateral_level_smoothing_s)
         self._correction_yaw = None  # heading at which the force correction's x-y part was last turned (rad)
         # the force errors are first-order Gauss-Markov processes, in the covariance as in the correction they feed
@@ -580,11 +575,18 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._steps_since_transition = 0
         self._previous_scales = None
         self._correction_yaw = None
-        self._lateral_level = None
-        self.tires_saturate = False
-        self._lateral_innovation, self._slide_t, self._slide_walk, self._slide_innovation_seen = 0.0, None, 0.0, None
-        self._lateral_scatter, self._scatter_n = 0.0, 0  # mean square of the innovation across the heading over slide_scatter_s (m^2/s^2), updates
+        self._forget_lateral_history()
         self.unknown_drive_force_n = 0.0
+
+    def _forget_lateral_history(self) -> None:
+        """What the lateral correction's memory and the slide watch keep between steps (a start forgets it)."""
+        self._lateral_level = None  # the tires' lateral force, smoothed (N; lateral_correction_floor_n)
+        self.tires_saturate = False  # set by a friction estimator while an axle saturates: the lateral correction then fades
+        # GNSS velocity across the heading the model did not make (m/s, mean), when it was last seen, the extra walk it
+        # gives the lateral force errors (N per sqrt(s)) and the innovation array last read (_watch_for_slide)
+        self._lateral_innovation, self._slide_t, self._slide_walk, self._slide_innovation_seen = 0.0, None, 0.0, None
+        # the mean square of that innovation over slide_scatter_s (m^2/s^2) and how many it has seen
+        self._lateral_scatter, self._scatter_n = 0.0, 0
 
     def predict(self) -> bool:
         """Advance the model one step (inputs already set on the vehicle) and propagate P."""

@@ -255,8 +255,8 @@ class VehicleSPI(VehicleErrorEKF):
             self._utilisation.append((t, min(u_max, self.mu)))
             self.mu_lower_bound = min(u_max, self.mu)
         self.mu = min(max(self.mu, self.mu_lower_bound, sp.mu_bounds[0]), sp.mu_bounds[1])
-        if abs(self.mu - v.parameters[1]) > 1e-4:
-            old = v.parameters
+        old = v.parameters
+        if abs(self.mu - old[1]) > 1e-4:
             new = old.copy()
             new[1] = self.mu
             self._take_parameters(old, new)
