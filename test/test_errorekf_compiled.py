@@ -297,6 +297,27 @@ def test_plant_noise_across_the_heading_falls_with_the_square_of_a_low_speed(spe
     assert across @ velocity_block @ across == pytest.approx(s.plant_sigma2[1] * min((speed_now / s.lateral_plant_speed_m_s) ** 2, 1.0), rel=1e-9)
 
 
+@pytest.mark.parametrize("steering_rad", [0.0, 0.8])
+def test_yaw_plant_noise_grows_with_the_square_of_the_lateral_acceleration(steering_rad):
+    """The yaw's white acceleration is a tire model's error: yaw_plant_floor of plant_sigma2[5] plus (a_y / 2 m/s^2)^2
+    of it, capped at the whole; straight ahead (a_y ~ 0) the floor, in a firm turn the whole.  Its position-velocity
+    block is the white-acceleration one (dt^3/3, dt^2/2; dt)."""
+    s = ErrorEkfSettings()
+    f = new_filter(s)
+    f.vehicle.set_inputs(steering_rad, [150.0, 150.0, 0.0, 0.0], [0.0] * 4)
+    for _ in range(400):  # 1.6 s: the turn is established
+        assert f.predict()
+        f.correct()
+    solver = f.vehicle.solver
+    yaw = float(solver.q[5])
+    a_lat = -np.sin(yaw) * solver.qdd[0] + np.cos(yaw) * solver.qdd[1]
+    share = min(1.0, s.yaw_plant_floor + (a_lat / s.yaw_plant_accel_m_s2) ** 2)
+    assert (share == pytest.approx(s.yaw_plant_floor, rel=1e-3)) if steering_rad == 0.0 else share == 1.0, a_lat
+    q, dt = s.plant_sigma2[5] * share, f.dt
+    block = f.plant[np.ix_((5, N + 5), (5, N + 5))]
+    assert block == pytest.approx(q * np.array([[dt**3 / 3, dt**2 / 2], [dt**2 / 2, dt]]), rel=0.05)  # a_y as of the last re-linearisation
+
+
 def test_spi_force_residuals_match_the_model_evaluation(filt):
     """(M(theta) z_ddot - Q(theta)) from the compiled sigma-point loop against the model itself with its
     mass and friction set to theta; the model's own parameters and records are left alone."""
