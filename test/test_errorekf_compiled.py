@@ -318,6 +318,33 @@ def test_yaw_plant_noise_grows_with_the_square_of_the_lateral_acceleration(steer
     assert block == pytest.approx(q * np.array([[dt**3 / 3, dt**2 / 2], [dt**2 / 2, dt]]), rel=0.05)  # a_y as of the last re-linearisation
 
 
+def test_force_walk_follows_the_smoothed_force_level_not_its_jitter():
+    """The walk's rate part reads the tire forces' level smoothed over force_walk_smoothing_s: forces that jitter by
+    +-200 N from one re-linearisation to the next (an IMU update's jolt) widen the lateral walk by less than a third of
+    what they did unsmoothed, while a rise of 4 kN over 0.5 s (a turn-in) gives nearly the same total walk."""
+    from dataclasses import replace
+
+    def walks(settings, levels):
+        f = new_filter(settings)
+        k = f.force_names.index("lateral")
+        out = []
+        for level in levels:
+            f._tire_force_scales = lambda: np.array([level if name == "lateral" else 0.0 for name in f.force_names])
+            f._force_plant()
+            out.append(f.plant[2 * N + k, 2 * N + k] / f.dt)  # walk^2
+        return np.array(out[1:])
+
+    s = ErrorEkfSettings()
+    assert s.force_walk_smoothing_s > 0.0
+    raw = replace(s, force_walk_smoothing_s=0.0)
+    jitter = 1000.0 + 200.0 * (-1.0) ** np.arange(50)
+    base = s.force_walk["lateral"]
+    extra = lambda w: np.sqrt(w) - base  # the rate part of the walk (N per sqrt(s))
+    assert extra(walks(s, jitter)).mean() < extra(walks(raw, jitter)).mean() / 3.0
+    rise = np.concatenate([np.zeros(5), np.linspace(0.0, 4000.0, 25), np.full(25, 4000.0)])
+    assert walks(s, rise).sum() == pytest.approx(walks(raw, rise).sum(), rel=0.25)
+
+
 def test_spi_force_residuals_match_the_model_evaluation(filt):
     """(M(theta) z_ddot - Q(theta)) from the compiled sigma-point loop against the model itself with its
     mass and friction set to theta; the model's own parameters and records are left alone."""

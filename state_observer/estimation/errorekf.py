@@ -143,6 +143,15 @@ class ErrorEkfSettings:
     # manoeuvres went 0.265 -> 0.229 deg with GNSS, 0.311 -> 0.278 without and 0.351 -> 0.212 with a race car's sensors
     # only (step steer 0.47 -> 0.29, friction step 1.08 -> 0.55), the lateral forces 3.92 -> 3.97 %, 4.59 -> 4.45 %.
     force_walk_rate: float = 0.25
+    # ... the change of the tire forces' level smoothed over this time (s; an exponential mean per re-linearisation):
+    # each IMU update jolts the model's slip angles, and the jitter of the forces it gave (tens of newtons every 20 ms
+    # on a straight) drove the walk as a force change would.  The corrections then wandered with it, a yaw moment of
+    # 50 N m is a yaw rate of 0.15 deg/s at 17 m/s, and without GNSS the gyroscope's bias could not be told from it
+    # (its sigma 0.22 deg/s after 10 s straight, 0.12 with it).  A turn-in's rise (0.3 s and longer) passes.  Tuning seeds
+    # 100-109, mean sideslip over six manoeuvres: 0.164 -> 0.148 deg with GNSS (friction step 0.40 -> 0.31), 0.257 -> 0.233
+    # without, 0.211 -> 0.175 speed only (lateral forces 4.17 -> 4.37 %); yaw rate without GNSS 0.30 -> 0.24 deg/s.
+    # 0.3 s: 0.151, 0.236, 0.181 deg (a turn-in's walk came late); 0.05 s: 0.151, 0.249, 0.180.
+    force_walk_smoothing_s: float = 0.1
     # the force correction fades with this time constant (s; 0: kept): a correction the measurements stop asking for, one
     # learnt for forces the car no longer has, does not stay (a first-order Gauss-Markov force error instead of a random walk)
     force_memory_s: float = 3.0
@@ -517,7 +526,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.gyro_scale = 0.0  # estimated scale-factor error of the gyroscope's z axis (it reads (1 + s) times the rate)
         self._parameter_index = np.array([PARAMETER_NAMES.index(p) for p in self.parameter_names], dtype=np.intp)
         self._initial_parameters = None  # the model's parameters at the first start (the mass bounds are relative to it)
-        self._previous_scales = None  # the tire force scales at the last re-linearisation (force_walk_rate)
+        self._previous_scales = None  # the tire force scales (smoothed) at the last re-linearisation (force_walk_rate)
         plant = np.zeros((n, n))
         plant[: 2 * N, : 2 * N] = white_acceleration_covariance(s.plant_sigma2, dt)
         plant[2 * N :, 2 * N :] = np.diag(np.square(self._extra_values(s.force_walk, s.gyro_bias_walk, s.accel_bias_walk, s.gyro_scale_walk,
@@ -726,12 +735,16 @@ class VehicleErrorEKF(SensorBookkeeping):
 
     def _force_plant(self) -> None:
         """The random walk of each force error (settings ``force_walk``, ``force_walk_rate``): base + rate * |dF| /
-        sqrt(dt_lin), F the tire forces the error acts beside, dF their change since the last re-linearisation; plus,
+        sqrt(dt_lin), F the tire forces the error acts beside (smoothed over ``force_walk_smoothing_s``), dF their
+        change since the last re-linearisation; plus,
         for the lateral ones, the walk a slide gives (:meth:`_watch_for_slide`)."""
         s = self.settings
         if not self.force_names:
             return
         scale = self._tire_force_scales()
+        if s.force_walk_smoothing_s > 0.0 and self._previous_scales is not None:
+            gain = min(1.0, self.dt * s.transition_every_steps / s.force_walk_smoothing_s)
+            scale = self._previous_scales + gain * (scale - self._previous_scales)
         change = np.zeros_like(scale)
         if self._previous_scales is not None:
             change = np.abs(scale - self._previous_scales) / math.sqrt(self.dt * s.transition_every_steps)
