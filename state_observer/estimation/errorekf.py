@@ -47,7 +47,8 @@ from numba import njit
 
 from ..mbs.small_linalg import lu_factor, lu_solve_columns, skew
 from ..sensors import models
-from .kalman import DEFAULT_GATE_PROBABILITY, GateCache, SensorStatistics, joseph_update, record_update, sequential_update, white_acceleration_covariance
+from .kalman import (DEFAULT_GATE_PROBABILITY, GateCache, SensorStatistics, joseph_update, record_update, sequential_update,
+                     white_acceleration_block, white_acceleration_covariance)
 
 N = models.N
 SENSORS = ("gnss_fix", "gnss_velocity", "gyroscope", "accelerometer", "wheel_rates", "wheel_angles", "suspension_travel", "standstill")
@@ -530,6 +531,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._previous_scales = None  # the tire force scales (smoothed) at the last re-linearisation (force_walk_rate)
         plant = np.zeros((n, n))
         plant[: 2 * N, : 2 * N] = white_acceleration_covariance(s.plant_sigma2, dt)
+        self._white_block = white_acceleration_block(dt)  # one coordinate's share of it per unit intensity (_heading_frame)
         plant[2 * N :, 2 * N :] = np.diag(np.square(self._extra_values(s.force_walk, s.gyro_bias_walk, s.accel_bias_walk, s.gyro_scale_walk,
                                                                         s.parameter_walk)) * dt)
         self.plant = plant
@@ -722,8 +724,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         q_long, q_lat = st.plant_sigma2[0:2]
         speed = math.hypot(solver.qd[0], solver.qd[1])
         q_lat *= min(max((speed / st.lateral_plant_speed_m_s) ** 2, 1e-3), 1.0)
-        dt = self.dt
-        block = np.array([[dt**3 / 3, dt**2 / 2], [dt**2 / 2, dt]])
+        block = self._white_block
         if st.yaw_plant_accel_m_s2 > 0.0:
             a_lat = -s * solver.qdd[0] + c * solver.qdd[1]
             q_yaw = st.plant_sigma2[5] * min(1.0, st.yaw_plant_floor + (a_lat / st.yaw_plant_accel_m_s2) ** 2)

@@ -194,7 +194,11 @@ def white_jerk_covariance(sigma2: np.ndarray, dt: float) -> np.ndarray:
     return np.kron(block, np.diag(sigma2))
 
 
+def white_acceleration_block(dt: float) -> np.ndarray:
+    """The (position, velocity) covariance over ``dt`` of one coordinate driven by white acceleration of unit intensity."""
+    return np.array([[dt**3 / 3, dt**2 / 2], [dt**2 / 2, dt]])
+
+
 def white_acceleration_covariance(sigma2: np.ndarray, dt: float) -> np.ndarray:
     """Plant noise of [position, velocity] errors driven by white acceleration of intensity sigma2 (n,)."""
-    block = np.array([[dt**3 / 3, dt**2 / 2], [dt**2 / 2, dt]])
-    return np.kron(block, np.diag(sigma2))
+    return np.kron(white_acceleration_block(dt), np.diag(sigma2))
