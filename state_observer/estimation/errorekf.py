@@ -59,7 +59,7 @@ LINEARISED_VELOCITIES = (3, 4, 5)  # C columns likewise (roll, pitch and yaw rat
 # at the rear axle (a tire's force error acts there), N m on roll and pitch (spring, bar and damper errors)
 FORCE_NAMES = ("longitudinal", "lateral", "yaw", "front_lateral", "rear_lateral", "roll", "pitch")
 PARAMETER_NAMES = ("mass", "friction", "cornering_front", "cornering_rear", "longitudinal")  # the columns of ReducedVehicle.parameters
-IMU_STATES = 7  # gyroscope biases (3), accelerometer biases (3), the gyroscope's z scale factor
+IMU_STATES = 9  # gyroscope biases (3), accelerometer biases (3), the gyroscope's z scale factor, the IMU's tilt (2)
 PARAMETER_STEP = {"mass": 10.0, "friction": 0.01, "cornering_front": 0.01, "cornering_rear": 0.01, "longitudinal": 0.01}  # finite differences
 PARAMETER_BOUNDS = {"mass": (0.5, 2.0), "friction": (0.1, 1.5), "cornering_front": (0.4, 2.5), "cornering_rear": (0.4, 2.5),
                     "longitudinal": (0.4, 2.5)}  # mass: times the initial mass
@@ -198,6 +198,13 @@ class ErrorEkfSettings:
     # takes the opposite (0.46 deg RMSE; 0.21 with 0.5 %); on the tuning seeds the two tie on average.
     gyro_scale_sigma: float = 0.005
     gyro_scale_walk: float = 1e-5  # per sqrt(s)
+    # the IMU's tilt: small rotations about its own x and y axes that the vehicle file's mounting does not hold (rad; an
+    # IMU fitted by hand is 0.5-1 deg off).  In a turn a tilted gyroscope reads the yaw rate times the tilt on its x or y
+    # axis, which no bias explains (it comes and goes with the yaw rate); without this state the model's roll and pitch
+    # took it, the roll put gravity into the lateral acceleration (g x 0.5 deg = 0.09 m/s^2, 0.3 deg/s of yaw rate at
+    # 17 m/s), and without GNSS the yaw rate came out worse than the raw gyroscope's
+    imu_tilt_sigma: float = 0.017
+    imu_tilt_walk: float = 1e-6  # rad per sqrt(s)
     # the scale factor is observed only while the yaw rate is at least this (rad/s, ~5.7 deg/s): its regressor is the
     # model's yaw rate, whose own error then enters the innovation with it, E[r_hat nu] = -P_rr, and drives the scale
     # towards zero gain by P_ss P_rr / S per update whatever the truth (on a straight road, where the model's yaw rate is
@@ -259,17 +266,31 @@ def _map_columns(H, A, B, Gp, size):
 
 
 @njit(cache=True)
-def error_block(x, P, y, h, H, R, A, B, Gp, gate, innovation, bias_col, scale_col):
+def tilt_jacobian(h):
+    """(3, 2): how a three-axis reading h (sensor frame) changes with small rotations of the sensor about its own x and
+    y axes, d = (dx, dy, 0): the sensor reads R(d)^T h = h + h x d."""
+    out = np.zeros((3, 2))
+    out[0, 1] = -h[2]
+    out[1, 0] = h[2]
+    out[2, 0] = -h[1]
+    out[2, 1] = h[0]
+    return out
+
+
+@njit(cache=True)
+def error_block(x, P, y, h, H, R, A, B, Gp, gate, innovation, bias_col, scale_col, tilt_col):
     """:meth:`VehicleErrorEKF._apply` compiled: H mapped (:func:`_map_columns`), plus the identity on the m columns
-    from ``bias_col`` (a sensor bias state; -1: none) and h[2] on ``scale_col`` (the third axis' scale-factor error;
-    -1: none), the innovation y - h - H x written to ``innovation``, then :func:`.kalman.joseph_update` (its return
-    value)."""
+    from ``bias_col`` (a sensor bias state; -1: none), h[2] on ``scale_col`` (the third axis' scale-factor error;
+    -1: none) and :func:`tilt_jacobian` on the two columns from ``tilt_col`` (the sensor's tilt; -1: none), the
+    innovation y - h - H x written to ``innovation``, then :func:`.kalman.joseph_update` (its return value)."""
     Hx = _map_columns(H, A, B, Gp, x.shape[0])
     if bias_col >= 0:
         for a in range(y.shape[0]):
             Hx[a, bias_col + a] += 1.0
     if scale_col >= 0:
         Hx[2, scale_col] += h[2]
+    if tilt_col >= 0:
+        Hx[:, tilt_col : tilt_col + 2] += tilt_jacobian(h)
     for a in range(y.shape[0]):
         acc = y[a] - h[a]
         for k in range(x.shape[0]):
@@ -360,20 +381,21 @@ def feed_back(x, q, qd, qdd, A, B, Gp, P):
 
 @njit(cache=True)
 def _imu_blocks(x, P, q, qd, qdd, S, r, gyro, accel, gyro_var, accel_var, A, B, Gp, gate, use_gyro, use_accel, nu_gyro, nu_accel, gyro_bias_col,
-                accel_bias_col, gyro_scale_col):
+                accel_bias_col, gyro_scale_col, tilt_col):
     """:meth:`VehicleErrorEKF.update_imu` compiled: the gyroscope block, then the accelerometer block
     (:func:`error_block`; sensor models of :mod:`state_observer.sensors.models`, mounting rotation S, lever arm r,
     per-axis noise variances (3,) (rad/s)^2, (m/s^2)^2, the bias states' first columns or -1, the gyroscope's z scale
-    factor's column or -1; ``gyro`` and ``accel`` with the estimated biases and scale already removed).  Returns both codes of :func:`.kalman.joseph_update` (0 for a block
+    factor's column or -1, the IMU tilt's first column or -1; ``gyro`` and ``accel`` with the estimated biases, scale
+    and tilt already removed).  Returns both codes of :func:`.kalman.joseph_update` (0 for a block
     not used)."""
     St = np.ascontiguousarray(S.T)
     nis_gyro = nis_accel = 0.0
     if use_gyro:
         h, H = models.gyroscope_kernel(q, qd, St)
-        nis_gyro = error_block(x, P, gyro, h, H, np.diag(gyro_var), A, B, Gp, gate, nu_gyro, gyro_bias_col, gyro_scale_col)
+        nis_gyro = error_block(x, P, gyro, h, H, np.diag(gyro_var), A, B, Gp, gate, nu_gyro, gyro_bias_col, gyro_scale_col, tilt_col)
     if use_accel:
         h, H = models.accelerometer_kernel(q, qd, qdd, r, St, models.GRAVITY_ENU_M_S2)
-        nis_accel = error_block(x, P, accel, h, H, np.diag(accel_var), A, B, Gp, gate, nu_accel, accel_bias_col, -1)
+        nis_accel = error_block(x, P, accel, h, H, np.diag(accel_var), A, B, Gp, gate, nu_accel, accel_bias_col, -1, tilt_col)
     return nis_gyro, nis_accel
 
 
@@ -519,6 +541,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.gyro_bias_col = 2 * N + len(self.force_names) if fe and s.imu_biases else -1
         self.accel_bias_col = self.gyro_bias_col + 3 if self.gyro_bias_col >= 0 else -1
         self.gyro_scale_col = self.gyro_bias_col + 6 if self.gyro_bias_col >= 0 else -1  # the yaw-rate axis' scale factor
+        self.imu_tilt_col = self.gyro_bias_col + 7 if self.gyro_bias_col >= 0 else -1  # the IMU's tilt about its x and y axes
         self.parameter_names = tuple(s.parameters) if fe else ()
         self.parameter_col = 2 * N + len(self.force_names) + (IMU_STATES if self.gyro_bias_col >= 0 else 0)
         n = self.parameter_col + len(self.parameter_names)
@@ -526,6 +549,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.P = np.zeros((n, n))
         self.imu_bias = np.zeros(6)  # estimated gyroscope (rad/s) and accelerometer (m/s^2) biases, sensor axes
         self.gyro_scale = 0.0  # estimated scale-factor error of the gyroscope's z axis (it reads (1 + s) times the rate)
+        self.imu_tilt = np.zeros(2)  # estimated tilt of the IMU about its own x and y axes beyond its mounting (rad)
         self._parameter_index = np.array([PARAMETER_NAMES.index(p) for p in self.parameter_names], dtype=np.intp)
         self._initial_parameters = None  # the model's parameters at the first start (the mass bounds are relative to it)
         self._previous_scales = None  # the tire force scales (smoothed) at the last re-linearisation (force_walk_rate)
@@ -533,7 +557,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         plant[: 2 * N, : 2 * N] = white_acceleration_covariance(s.plant_sigma2, dt)
         self._white_block = white_acceleration_block(dt)  # one coordinate's share of it per unit intensity (_heading_frame)
         plant[2 * N :, 2 * N :] = np.diag(np.square(self._extra_values(s.force_walk, s.gyro_bias_walk, s.accel_bias_walk, s.gyro_scale_walk,
-                                                                        s.parameter_walk)) * dt)
+                                                                        s.imu_tilt_walk, s.parameter_walk)) * dt)
         self.plant = plant
         if not fe:
             self.F = np.block([[np.eye(N), dt * np.eye(N)], [np.zeros((N, N)), np.eye(N)]])
@@ -568,18 +592,19 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._brake_share = _shares([c.max_brake_torque_n_m for c in corners])
         self._compiled_sensors = True  # the IMU update in one compiled call (the sensor models of the 14-DOF state)
 
-    def _extra_values(self, forces: dict, gyro: float, accel: float, gyro_scale: float, parameters: dict) -> np.ndarray:
-        """One value per extra state, in their order (forces, IMU biases and the gyroscope's z scale, parameters)."""
+    def _extra_values(self, forces: dict, gyro: float, accel: float, gyro_scale: float, tilt: float, parameters: dict) -> np.ndarray:
+        """One value per extra state, in their order (forces, IMU biases, the gyroscope's z scale, the IMU's tilt, parameters)."""
         values = [forces[f] for f in self.force_names]
         if self.gyro_bias_col >= 0:
-            values += [gyro] * 3 + [accel] * 3 + [gyro_scale]
+            values += [gyro] * 3 + [accel] * 3 + [gyro_scale] + [tilt] * 2
         return np.array(values + [parameters[p] for p in self.parameter_names], dtype=float)
 
     def initial_sigma(self) -> np.ndarray:
         """Initial 1-sigma of every error state (the diagonal of P at a start)."""
         s = self.settings
         return np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma,
-                               self._extra_values(s.force_sigma, s.gyro_bias_sigma, s.accel_bias_sigma, s.gyro_scale_sigma, s.parameter_sigma)])
+                               self._extra_values(s.force_sigma, s.gyro_bias_sigma, s.accel_bias_sigma, s.gyro_scale_sigma, s.imu_tilt_sigma,
+                                                  s.parameter_sigma)])
 
     # ----- life cycle ---------------------------------------------------------------------------------
     def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:
@@ -592,6 +617,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.x[:] = 0.0
         self.imu_bias[:] = 0.0
         self.gyro_scale = 0.0
+        self.imu_tilt[:] = 0.0
         self._steps_since_transition = 0
         self._previous_scales = None
         self._correction_yaw = None
@@ -834,9 +860,10 @@ class VehicleErrorEKF(SensorBookkeeping):
         s = self.vehicle.solver
         return s.q, s.qd, s.qdd
 
-    def _apply(self, name: str, y: np.ndarray, h: np.ndarray, H: np.ndarray, R: np.ndarray, axes=None) -> bool:
+    def _apply(self, name: str, y: np.ndarray, h: np.ndarray, H: np.ndarray, R: np.ndarray, axes=None, full_h=None) -> bool:
         """One gated block (:meth:`_gated_update`) with H (over [z, z_dot, z_ddot]) mapped onto the error state
-        (:func:`_map_columns`) and the identity on the sensor's bias columns (``axes``: the sensor axes of the rows).  One
+        (:func:`_map_columns`) and the identity on the sensor's bias columns (``axes``: the sensor axes of the rows;
+        ``full_h``: an IMU's prediction on all three axes, for its tilt's columns).  One
         compiled call (:func:`error_block`) unless the sensor is due for a relock or only some axes are given."""
         if name not in self.settings.enabled_sensors:
             return False
@@ -844,6 +871,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         y = np.asarray(y, float)
         bias_col = {"gyroscope": self.gyro_bias_col, "accelerometer": self.accel_bias_col}.get(name, -1)
         scale_col = self.gyro_scale_column() if name == "gyroscope" else -1
+        tilt_col = self.imu_tilt_col if bias_col >= 0 else -1
         axes = np.arange(len(y)) if axes is None else np.asarray(axes)
         H = np.ascontiguousarray(H, dtype=float)
         if H.shape[1] == 2 * N:  # a model without accelerations in H (the detailed filter's mapped Jacobians)
@@ -851,7 +879,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         if stats.consecutive_rejections < self.settings.relock_after and (bias_col < 0 or len(axes) == 3):
             innovation = np.empty(len(y))
             nis = error_block(self.x, self.P, y, np.asarray(h, float), H, np.ascontiguousarray(R, dtype=float),
-                               self._A, self._B, self._Gp, self.gate(len(y)), innovation, bias_col, scale_col)
+                               self._A, self._B, self._Gp, self.gate(len(y)), innovation, bias_col, scale_col, tilt_col)
             return record_update(stats, innovation, nis)
         H = _map_columns(H, self._A, self._B, self._Gp, self.x.shape[0])
         if bias_col >= 0:
@@ -859,6 +887,8 @@ class VehicleErrorEKF(SensorBookkeeping):
         if scale_col >= 0 and 2 in axes:
             row = int(np.flatnonzero(axes == 2)[0])
             H[row, scale_col] += h[row]
+        if tilt_col >= 0 and full_h is not None:
+            H[:, tilt_col : tilt_col + 2] += tilt_jacobian(np.asarray(full_h, float))[axes]
         return self._gated_update(name, y - h - H @ self.x, H, R)
 
     def update_gnss_fix(self, antenna_enu_m: np.ndarray, covariance_m2: np.ndarray, age_s: float = 0.0) -> bool:
@@ -930,9 +960,9 @@ class VehicleErrorEKF(SensorBookkeeping):
             q, qd, qdd = self._state()
             nu_gyro, nu_accel = np.empty(3), np.empty(3)
             nis_gyro, nis_accel = _imu_blocks(self.x, self.P, q, qd, qdd, np.asarray(self.mounts.imu_rotation, float), np.asarray(self.mounts.imu_position_m, float),
-                                              self._corrected_gyro(gyro), accel - self.imu_bias[3:], np.ascontiguousarray(gyro_var),
+                                              self._corrected_gyro(gyro), self._corrected_accel(accel), np.ascontiguousarray(gyro_var),
                                               np.ascontiguousarray(accel_var), self._A, self._B, self._Gp, self.gate(3), use_gyro, use_accel, nu_gyro, nu_accel,
-                                              self.gyro_bias_col, self.accel_bias_col, self.gyro_scale_column())
+                                              self.gyro_bias_col, self.accel_bias_col, self.gyro_scale_column(), self.imu_tilt_col)
             applied = (use_gyro and record_update(gyro_stats, nu_gyro, nis_gyro)), (use_accel and record_update(accel_stats, nu_accel, nis_accel))
             for name, used, code in (("gyroscope", use_gyro, nis_gyro), ("accelerometer", use_accel, nis_accel)):
                 if used and (code >= 0.0 or code < -1.5):  # applied, or gated with its NIS (an unused block returns 0)
@@ -956,11 +986,21 @@ class VehicleErrorEKF(SensorBookkeeping):
             return -1
         return self.gyro_scale_col
 
+    def _untilted(self, reading: np.ndarray) -> np.ndarray:
+        """A reading of the IMU turned back by its estimated tilt d = (dx, dy, 0): R(d) y = y + d x y (first order)."""
+        dx, dy = self.imu_tilt
+        x, y, z = reading
+        return np.array([x + dy * z, y - dx * z, z + dx * y - dy * x])
+
     def _corrected_gyro(self, gyro: np.ndarray) -> np.ndarray:
-        """The gyroscope reading with the estimated biases and z scale factor removed."""
-        out = np.asarray(gyro, float) - self.imu_bias[:3]
+        """The gyroscope reading with the estimated biases, tilt and z scale factor removed."""
+        out = self._untilted(np.asarray(gyro, float) - self.imu_bias[:3])
         out[2] /= 1.0 + self.gyro_scale
         return out
+
+    def _corrected_accel(self, accel: np.ndarray) -> np.ndarray:
+        """The accelerometer reading with the estimated biases and tilt removed."""
+        return self._untilted(np.asarray(accel, float) - self.imu_bias[3:])
 
     def update_gyroscope(self, angular_velocity_rad_s: np.ndarray, sigma) -> bool:
         """Angular rate in the IMU frame (rad/s), 1-sigma per axis ``sigma`` (scalar or (3,)); NaN axes are missing."""
@@ -980,7 +1020,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         return s.accelerometer_model_sigma + s.accelerometer_model_relative * math.hypot(qdd[0], qdd[1])
 
     def _imu_axes(self, name: str, y, sigma, model_sigma: float, model, bias_offset: int) -> bool:
-        y = self._corrected_gyro(y) if bias_offset == 0 else np.asarray(y, float) - self.imu_bias[bias_offset : bias_offset + 3]
+        y = self._corrected_gyro(y) if bias_offset == 0 else self._corrected_accel(y)
         var = np.broadcast_to(np.square(np.asarray(sigma, float)) + model_sigma**2, (3,)) * self.imu_noise_scale[name]
         keep = np.flatnonzero(np.isfinite(y) & np.isfinite(var) & (var > 0.0))
         if len(keep) == 0:  # nothing usable: counted as a rejection (a non-finite sample)
@@ -988,7 +1028,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         h, H = model()
         stats = self.stats[name]
         stats.last_nis = math.nan
-        applied = self._apply(name, y[keep], h[keep], H[keep], np.diag(var[keep]), axes=keep)
+        applied = self._apply(name, y[keep], h[keep], H[keep], np.diag(var[keep]), axes=keep, full_h=h)
         self._adapt_imu_noise(name, stats.last_nis, len(keep))
         return applied
 
@@ -1114,6 +1154,7 @@ class VehicleErrorEKF(SensorBookkeeping):
             if self.gyro_bias_col >= 0:
                 self.imu_bias += e[k : k + 6]
                 self.gyro_scale += e[k + 6]
+                self.imu_tilt += e[k + 7 : k + 9]
             self._feed_back_parameters(e[self.parameter_col - 2 * N :])
         x[:] = 0.0
         self._check_divergence(None, finite)
