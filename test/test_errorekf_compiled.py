@@ -572,6 +572,21 @@ def test_the_gyro_scale_factor_is_learnt_only_while_the_car_turns():
     assert f.gyro_scale != 0.0  # the turn's updates move it (how far depends on what pins the yaw rate: GNSS course)
 
 
+def test_the_tilt_jacobian_matches_finite_differences_of_a_rotated_reading():
+    """A sensor turned by d = (dx, dy, 0) about its own axes reads R(d)^T h (R the exact rotation, by the matrix
+    exponential of the skew matrix); its derivative in d at 0 is tilt_jacobian(h)."""
+    from scipy.linalg import expm
+
+    h = np.array([0.3, -0.2, 9.7])
+    J = np.zeros((3, 2))
+    for k in range(2):
+        d = np.zeros(3)
+        d[k] = 1e-6
+        turned = [expm(np.cross(np.eye(3), sign * d)).T @ h for sign in (1.0, -1.0)]
+        J[:, k] = (turned[0] - turned[1]) / 2e-6
+    np.testing.assert_allclose(ekf.tilt_jacobian(h), J, atol=1e-6)
+
+
 def test_a_tilted_imu_is_learnt_in_a_turn_and_not_taken_for_roll():
     """An IMU fitted 0.6 deg off about x and -0.4 deg about y reads R(d)^T of the truth: in a turn its x and y gyroscope
     axes see the yaw rate times the tilt, which no bias explains.  The tilt states take it (their estimate comes within
