@@ -986,21 +986,26 @@ class VehicleErrorEKF(SensorBookkeeping):
             return -1
         return self.gyro_scale_col
 
-    def _untilted(self, reading: np.ndarray) -> np.ndarray:
-        """A reading of the IMU turned back by its estimated tilt d = (dx, dy, 0): R(d) y = y + d x y (first order)."""
+    def _untilted(self, reading: np.ndarray, predicted: np.ndarray | None) -> np.ndarray:
+        """A reading of the IMU turned back by its estimated tilt d = (dx, dy, 0): R(d) y = y + d x y (first order).  A
+        missing axis (NaN) stays missing; in the others' terms the model's ``predicted`` reading stands in for it (a
+        yaw-rate-only gyroscope, an accelerometer without its z axis, whose g dx is still in its y axis)."""
+        reading = np.asarray(reading, float)
+        full = reading if predicted is None else np.where(np.isfinite(reading), reading, predicted)
         dx, dy = self.imu_tilt
-        x, y, z = reading
-        return np.array([x + dy * z, y - dx * z, z + dx * y - dy * x])
+        x, y, z = full
+        return reading + np.array([dy * z, -dx * z, dx * y - dy * x])
 
-    def _corrected_gyro(self, gyro: np.ndarray) -> np.ndarray:
-        """The gyroscope reading with the estimated biases, tilt and z scale factor removed."""
-        out = self._untilted(np.asarray(gyro, float) - self.imu_bias[:3])
+    def _corrected_gyro(self, gyro: np.ndarray, predicted: np.ndarray | None = None) -> np.ndarray:
+        """The gyroscope reading with the estimated biases, tilt and z scale factor removed (``predicted``: the model's
+        reading, for missing axes)."""
+        out = self._untilted(np.asarray(gyro, float) - self.imu_bias[:3], predicted)
         out[2] /= 1.0 + self.gyro_scale
         return out
 
-    def _corrected_accel(self, accel: np.ndarray) -> np.ndarray:
-        """The accelerometer reading with the estimated biases and tilt removed."""
-        return self._untilted(np.asarray(accel, float) - self.imu_bias[3:])
+    def _corrected_accel(self, accel: np.ndarray, predicted: np.ndarray | None = None) -> np.ndarray:
+        """The accelerometer reading with the estimated biases and tilt removed (``predicted``: as for the gyroscope)."""
+        return self._untilted(np.asarray(accel, float) - self.imu_bias[3:], predicted)
 
     def update_gyroscope(self, angular_velocity_rad_s: np.ndarray, sigma) -> bool:
         """Angular rate in the IMU frame (rad/s), 1-sigma per axis ``sigma`` (scalar or (3,)); NaN axes are missing."""
@@ -1020,12 +1025,12 @@ class VehicleErrorEKF(SensorBookkeeping):
         return s.accelerometer_model_sigma + s.accelerometer_model_relative * math.hypot(qdd[0], qdd[1])
 
     def _imu_axes(self, name: str, y, sigma, model_sigma: float, model, bias_offset: int) -> bool:
-        y = self._corrected_gyro(y) if bias_offset == 0 else self._corrected_accel(y)
+        h, H = model()
+        y = self._corrected_gyro(y, h) if bias_offset == 0 else self._corrected_accel(y, h)
         var = np.broadcast_to(np.square(np.asarray(sigma, float)) + model_sigma**2, (3,)) * self.imu_noise_scale[name]
         keep = np.flatnonzero(np.isfinite(y) & np.isfinite(var) & (var > 0.0))
         if len(keep) == 0:  # nothing usable: counted as a rejection (a non-finite sample)
             return name in self.settings.enabled_sensors and self.stats[name].reject()
-        h, H = model()
         stats = self.stats[name]
         stats.last_nis = math.nan
         applied = self._apply(name, y[keep], h[keep], H[keep], np.diag(var[keep]), axes=keep, full_h=h)
