@@ -587,6 +587,25 @@ def test_the_tilt_jacobian_matches_finite_differences_of_a_rotated_reading():
     np.testing.assert_allclose(ekf.tilt_jacobian(h), J, atol=1e-6)
 
 
+def test_a_tilt_estimate_leaves_an_imu_with_missing_axes_usable():
+    """A yaw-rate-only gyroscope and an accelerometer without its z axis (the race-car data of issue 14): the tilt's
+    cross terms take the model's reading for the missing axes, so the z rate stays finite and is applied, and the
+    lateral axis still has g dx taken out."""
+    f = new_filter(ErrorEkfSettings(imu_biases=True))
+    for _ in range(10):
+        assert f.predict()
+        f.correct()
+    f.imu_tilt[:] = (0.01, -0.01)
+    q, qd, qdd = model_state(f)
+    m = f.mounts
+    gyro, accel = models.gyroscope(q, qd, m.imu_rotation)[0], models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation)[0]
+    gyro[:2], accel[2] = np.nan, np.nan
+    untilted = f._corrected_accel(accel, models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation)[0])
+    assert untilted[1] == pytest.approx(accel[1] - 0.01 * 9.81, abs=0.02) and np.isnan(untilted[2])
+    assert f.update_imu(gyro, accel, np.array([np.nan, np.nan, 0.003]), np.array([0.05, 0.05, np.nan])) == (True, True)
+    assert np.all(np.isfinite(f.x)) and f.stats["gyroscope"].accepted == 1
+
+
 def test_a_tilted_imu_is_learnt_in_a_turn_and_not_taken_for_roll():
     """An IMU fitted 0.6 deg off about x and -0.4 deg about y reads R(d)^T of the truth: in a turn its x and y gyroscope
     axes see the yaw rate times the tilt, which no bias explains.  The tilt states take it (their estimate comes within
