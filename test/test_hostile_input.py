@@ -113,9 +113,27 @@ def test_detailed_observer_diagnostics_and_imu_counts(scenario):
     assert obs.started
     statuses = {name: (level, values) for name, level, _, values in health(obs)}
     assert statuses["state_observer: observer"][1]["friction"] == "1.000"
+    assert "IMU tilt beyond its mounting deg (about x y)" not in statuses["state_observer: observer"][1]  # no IMU states
     imu = obs.counters["imu"]
     # the detailed filter uses the gyroscope only: an IMU message is applied when its gyroscope part was
     assert imu["applied"] > 0.9 * (imu["received"] - imu["dropped: before start"]) and imu["rejected by the gate"] < 0.05 * imu["applied"]
+
+
+def test_diagnostics_say_what_the_filter_learnt_of_the_imu(scenario):
+    """The observer's status carries the IMU's estimated biases, z scale factor and tilt (a mounting or a part the user
+    should check), as numbers a reader can parse."""
+    from state_observer.io.pipeline import health
+
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="spi_reduced")
+    for s in samples[: len(samples) // 2]:
+        obs.feed(s)
+    values = {name: values for name, _, _, values in health(obs)}["state_observer: observer"]
+    tilt = [float(v) for v in values["IMU tilt beyond its mounting deg (about x y)"].split()]
+    gyro = [float(v) for v in values["gyroscope bias deg/s (x y z)"].split()]
+    assert len(tilt) == 2 and len(gyro) == 3 and np.all(np.isfinite(tilt + gyro))
+    np.testing.assert_allclose(tilt, np.degrees(obs.filter.imu_tilt), atol=0.005)
+    assert float(values["gyroscope z scale factor %"]) == pytest.approx(100 * obs.filter.gyro_scale, abs=0.005)
 
 
 def test_inputs_beyond_the_vehicle_limits_are_dropped_and_estimation_goes_on(scenario):

@@ -245,6 +245,11 @@ def health(observer: OnlineObserver, now_ns: int | None = None) -> list[tuple[st
     if observer.started:
         values.update({"datum": repr(observer.datum), "GNSS re-acquisitions": f.n_resets, "sensor relocks": f.n_relocks,
                        "mass kg": f"{observer.vehicle.total_mass_kg:.1f}", "friction": f"{float(np.mean(observer.vehicle.mu)):.3f}"})
+        if getattr(f, "gyro_bias_col", -1) >= 0:  # what the filter learnt of the IMU: a mounting or a part to check
+            values.update({"gyroscope bias deg/s (x y z)": " ".join(f"{v:+.3f}" for v in np.degrees(f.imu_bias[:3])),
+                           "accelerometer bias m/s^2 (x y z)": " ".join(f"{v:+.3f}" for v in f.imu_bias[3:]),
+                           "gyroscope z scale factor %": f"{100.0 * f.gyro_scale:+.2f}",
+                           "IMU tilt beyond its mounting deg (about x y)": " ".join(f"{v:+.2f}" for v in np.degrees(f.imu_tilt))})
     if report is not None:
         for name, r in report.items():
             values[f"{name} status"] = STATUS_NAMES[r["status"]]
