@@ -590,20 +590,32 @@ def test_the_tilt_jacobian_matches_finite_differences_of_a_rotated_reading():
 def test_a_tilt_estimate_leaves_an_imu_with_missing_axes_usable():
     """A yaw-rate-only gyroscope and an accelerometer without its z axis (the race-car data of issue 14): the tilt's
     cross terms take the model's reading for the missing axes, so the z rate stays finite and is applied, and the
-    lateral axis still has g dx taken out."""
+    lateral axis still has g dx taken out.  Without the gyroscope's x and y nothing tells the tilt from the
+    accelerometer's biases, and it is left alone."""
     f = new_filter(ErrorEkfSettings(imu_biases=True))
-    for _ in range(10):
+    m = f.mounts
+    f.vehicle.set_inputs(1.0, [60.0, 60.0, 0.0, 0.0], [0.0] * 4)  # a turn, where a full IMU would show the tilt
+    for _ in range(250):
         assert f.predict()
+        q, qd, qdd = model_state(f)
+        gyro, accel = models.gyroscope(q, qd, m.imu_rotation)[0], models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation)[0]
+        gyro[:2], accel[2] = np.nan, np.nan
+        f.update_imu(gyro + 0.002, accel + 0.05, np.array([np.nan, np.nan, 0.003]), np.array([0.05, 0.05, np.nan]))
         f.correct()
+    assert f.stats["gyroscope"].accepted > 200 and f.stats["accelerometer"].accepted > 200
+    assert np.all(f.imu_tilt == 0.0) and np.any(f.imu_bias[3:5] != 0.0)
+    accepted = f.stats["gyroscope"].accepted
     f.imu_tilt[:] = (0.01, -0.01)
     q, qd, qdd = model_state(f)
-    m = f.mounts
     gyro, accel = models.gyroscope(q, qd, m.imu_rotation)[0], models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation)[0]
     gyro[:2], accel[2] = np.nan, np.nan
     untilted = f._corrected_accel(accel, models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation)[0])
     assert untilted[1] == pytest.approx(accel[1] - 0.01 * 9.81, abs=0.02) and np.isnan(untilted[2])
-    assert f.update_imu(gyro, accel, np.array([np.nan, np.nan, 0.003]), np.array([0.05, 0.05, np.nan])) == (True, True)
-    assert np.all(np.isfinite(f.x)) and f.stats["gyroscope"].accepted == 1
+    full = models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation)[0]
+    tilted = full + np.cross(full, [0.01, -0.01, 0.0])  # what the tilted IMU reads, R(d)^T y, without its z axis
+    tilted[2] = np.nan
+    assert f.update_imu(gyro + 0.002, tilted + 0.05, np.array([np.nan, np.nan, 0.003]), np.array([0.05, 0.05, np.nan])) == (True, True)
+    assert np.all(np.isfinite(f.x)) and f.stats["gyroscope"].accepted == accepted + 1
 
 
 def test_a_tilted_imu_is_learnt_in_a_turn_and_not_taken_for_roll():

@@ -550,6 +550,8 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.imu_bias = np.zeros(6)  # estimated gyroscope (rad/s) and accelerometer (m/s^2) biases, sensor axes
         self.gyro_scale = 0.0  # estimated scale-factor error of the gyroscope's z axis (it reads (1 + s) times the rate)
         self.imu_tilt = np.zeros(2)  # estimated tilt of the IMU about its own x and y axes beyond its mounting (rad)
+        # only a gyroscope with x and y axes tells the tilt from the accelerometer's biases (the yaw rate times the tilt)
+        self._tilt_observable = False
         self._parameter_index = np.array([PARAMETER_NAMES.index(p) for p in self.parameter_names], dtype=np.intp)
         self._initial_parameters = None  # the model's parameters at the first start (the mass bounds are relative to it)
         self._previous_scales = None  # the tire force scales (smoothed) at the last re-linearisation (force_walk_rate)
@@ -871,7 +873,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         y = np.asarray(y, float)
         bias_col = {"gyroscope": self.gyro_bias_col, "accelerometer": self.accel_bias_col}.get(name, -1)
         scale_col = self.gyro_scale_column() if name == "gyroscope" else -1
-        tilt_col = self.imu_tilt_col if bias_col >= 0 else -1
+        tilt_col = self.imu_tilt_col if bias_col >= 0 and self._tilt_observable else -1
         axes = np.arange(len(y)) if axes is None else np.asarray(axes)
         H = np.ascontiguousarray(H, dtype=float)
         if H.shape[1] == 2 * N:  # a model without accelerations in H (the detailed filter's mapped Jacobians)
@@ -953,6 +955,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         gyro_var = _per_axis(np.square(np.asarray(gyro_sigma, float)) + s.gyro_model_sigma**2) * self.imu_noise_scale["gyroscope"]
         accel_var = _per_axis(np.square(np.asarray(accel_sigma, float)) + self._accelerometer_model_sigma() ** 2) * self.imu_noise_scale["accelerometer"]
         gyro_stats, accel_stats = self.stats["gyroscope"], self.stats["accelerometer"]
+        self._tilt_observable = bool(np.isfinite(gyro[:2]).all() and np.isfinite(gyro_var[:2]).all())
         # every axis and variance finite (a NaN or an infinity makes the sum so; physical values cannot overflow it)
         complete = math.isfinite(float(gyro.sum() + gyro_var.sum() + accel.sum() + accel_var.sum()))
         if complete and self._compiled_sensors and max(gyro_stats.consecutive_rejections, accel_stats.consecutive_rejections) < s.relock_after:
@@ -962,7 +965,8 @@ class VehicleErrorEKF(SensorBookkeeping):
             nis_gyro, nis_accel = _imu_blocks(self.x, self.P, q, qd, qdd, np.asarray(self.mounts.imu_rotation, float), np.asarray(self.mounts.imu_position_m, float),
                                               self._corrected_gyro(gyro), self._corrected_accel(accel), np.ascontiguousarray(gyro_var),
                                               np.ascontiguousarray(accel_var), self._A, self._B, self._Gp, self.gate(3), use_gyro, use_accel, nu_gyro, nu_accel,
-                                              self.gyro_bias_col, self.accel_bias_col, self.gyro_scale_column(), self.imu_tilt_col)
+                                              self.gyro_bias_col, self.accel_bias_col, self.gyro_scale_column(),
+                                              self.imu_tilt_col if self._tilt_observable else -1)
             applied = (use_gyro and record_update(gyro_stats, nu_gyro, nis_gyro)), (use_accel and record_update(accel_stats, nu_accel, nis_accel))
             for name, used, code in (("gyroscope", use_gyro, nis_gyro), ("accelerometer", use_accel, nis_accel)):
                 if used and (code >= 0.0 or code < -1.5):  # applied, or gated with its NIS (an unused block returns 0)
