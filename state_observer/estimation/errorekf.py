@@ -873,7 +873,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         y = np.asarray(y, float)
         bias_col = {"gyroscope": self.gyro_bias_col, "accelerometer": self.accel_bias_col}.get(name, -1)
         scale_col = self.gyro_scale_column() if name == "gyroscope" else -1
-        tilt_col = self.imu_tilt_col if bias_col >= 0 and self._tilt_observable else -1
+        tilt_col = self.imu_tilt_column() if bias_col >= 0 else -1
         axes = np.arange(len(y)) if axes is None else np.asarray(axes)
         H = np.ascontiguousarray(H, dtype=float)
         if H.shape[1] == 2 * N:  # a model without accelerations in H (the detailed filter's mapped Jacobians)
@@ -965,8 +965,7 @@ class VehicleErrorEKF(SensorBookkeeping):
             nis_gyro, nis_accel = _imu_blocks(self.x, self.P, q, qd, qdd, np.asarray(self.mounts.imu_rotation, float), np.asarray(self.mounts.imu_position_m, float),
                                               self._corrected_gyro(gyro), self._corrected_accel(accel), np.ascontiguousarray(gyro_var),
                                               np.ascontiguousarray(accel_var), self._A, self._B, self._Gp, self.gate(3), use_gyro, use_accel, nu_gyro, nu_accel,
-                                              self.gyro_bias_col, self.accel_bias_col, self.gyro_scale_column(),
-                                              self.imu_tilt_col if self._tilt_observable else -1)
+                                              self.gyro_bias_col, self.accel_bias_col, self.gyro_scale_column(), self.imu_tilt_column())
             applied = (use_gyro and record_update(gyro_stats, nu_gyro, nis_gyro)), (use_accel and record_update(accel_stats, nu_accel, nis_accel))
             for name, used, code in (("gyroscope", use_gyro, nis_gyro), ("accelerometer", use_accel, nis_accel)):
                 if used and (code >= 0.0 or code < -1.5):  # applied, or gated with its NIS (an unused block returns 0)
@@ -989,6 +988,11 @@ class VehicleErrorEKF(SensorBookkeeping):
         if self.gyro_scale_col < 0 or abs(self.vehicle.solver.qd[5]) < self.settings.gyro_scale_min_rate_rad_s:
             return -1
         return self.gyro_scale_col
+
+    def imu_tilt_column(self) -> int:
+        """The IMU tilt's first column for this IMU sample, or -1 while its gyroscope gives no x and y axes (the tilt
+        then cannot be told from the accelerometer's biases)."""
+        return self.imu_tilt_col if self._tilt_observable else -1
 
     def _untilted(self, reading: np.ndarray, predicted: np.ndarray | None) -> np.ndarray:
         """A reading of the IMU turned back by its estimated tilt d = (dx, dy, 0): R(d) y = y + d x y (first order).  A
