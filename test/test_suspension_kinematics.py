@@ -298,6 +298,39 @@ def test_cache_hit_is_identical_and_does_not_solve(fitted, desc, monkeypatch):
     _same(again, fitted)
 
 
+def test_cached_static_position_builds_the_same_reduced_model(fitted, desc, vehicle, monkeypatch):
+    """The static position is kept with the kinematics: a reduced model built from the cache does not solve the statics,
+    and is the one built by solving them (same q_static, same first steps); another description or an entry written
+    before it was kept solves them again."""
+    from state_observer.vehicle.reduced import ReducedVehicle
+
+    np.testing.assert_allclose(fitted.static_position(desc), vehicle.q_static, rtol=0, atol=1e-12)
+    heavy = dataclasses.replace(desc, chassis=dataclasses.replace(desc.chassis, mass_kg=desc.chassis.mass_kg + 50.0))
+    assert fitted.static_position(heavy) is None
+    solved = ReducedVehicle(desc, kinematics=fitted, detailed=vehicle)
+    with monkeypatch.context() as patch:
+        _no_solving(patch)
+        cached = ReducedVehicle(desc, kinematics=kf.fit_vehicle_kinematics(desc, fitted.cache_path.parent))
+    for v in (solved, cached):
+        v.start(speed_m_s=15.0)
+        v.set_inputs(0.5, np.zeros(4), np.zeros(4))
+        for _ in range(25):
+            assert v.step().success
+    np.testing.assert_allclose(cached.detailed.q_static, vehicle.q_static, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(cached.solver.q, solved.solver.q, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(cached.solver.qd, solved.solver.qd, rtol=0, atol=1e-9)
+    # an entry without it (written by an earlier version): the statics are solved and the entry completed
+    with np.load(fitted.cache_path) as z:
+        arrays = {k: z[k] for k in z.files if k != "q_static"}
+    old = fitted.cache_path.parent / "old"
+    old.mkdir()
+    np.savez(old / fitted.cache_path.name, **arrays)
+    again = kf.fit_vehicle_kinematics(desc, old)
+    np.testing.assert_allclose(again.static_position(desc), vehicle.q_static, rtol=0, atol=1e-12)
+    with np.load(old / fitted.cache_path.name) as z:
+        assert "q_static" in z.files
+
+
 def test_cache_key_follows_the_geometry_only(desc, tmp_path, monkeypatch):
     key = kf.geometry_key(desc)
     moved = dataclasses.replace(desc.corners[0], lower_arm=dataclasses.replace(

@@ -551,11 +551,12 @@ class VehicleKinematics:
     ``corners[name]`` is a :class:`CornerKinematics`; ``residuals[name]`` a :class:`CornerResidual`;
     ``max_position_error_mm`` and ``max_angle_error_deg`` are over all corners; ``from_cache`` tells
     whether the sweep came from disk, ``cache_path`` where it is (None without cache),
-    ``sweep_time_s`` how long the detailed-model sweep and validation took when they were made.
+    ``sweep_time_s`` how long the detailed-model sweep and validation took when they were made; ``statics_key`` and
+    ``q_static`` the detailed model's static position for the description of that key (:meth:`static_position`).
     """
 
     def __init__(self, name: str, corners: dict, residuals: dict, key: str, sweep_time_s: float, solves: int,
-                 cache_path: Path | None, from_cache: bool):
+                 cache_path: Path | None, from_cache: bool, statics_key: str = "", q_static: np.ndarray | None = None):
         self.name = name
         self.corners = corners
         self.residuals = residuals
@@ -564,8 +565,18 @@ class VehicleKinematics:
         self.solves = solves
         self.cache_path = cache_path
         self.from_cache = from_cache
+        self.statics_key = statics_key
+        self.q_static = q_static
         self.max_position_error_mm = max(r.position_mm for r in residuals.values())
         self.max_angle_error_deg = max(r.angle_deg for r in residuals.values())
+
+    def static_position(self, desc) -> np.ndarray | None:
+        """The detailed model's static position (:meth:`DetailedVehicle.solve_statics`) of ``desc`` as solved with the
+        sweep or its cache entry (a copy), or None when it was solved for another description: building a model from the
+        cache then skips the statics' Newton iterations (issue 17: ~70 % of an observer's set-up)."""
+        if self.q_static is None or self.statics_key != statics_key(desc):
+            return None
+        return self.q_static.copy()
 
     def __getitem__(self, corner: str) -> CornerKinematics:
         return self.corners[corner]
@@ -617,7 +628,7 @@ def _sweep_vehicle(desc, travel_m, travel_step_m, rack_nodes):
         solves += sweep.solves + check.solves
         data[w] = {"u": u, "rack": sweep.rack_m, "values": sweep.values,
                    "val_u": check.travel_m + offsets[w], "val_rack": check.rack_m, "val_values": check.values}
-    return data, offsets, time.perf_counter() - t0, solves
+    return data, offsets, vehicle.q_static.copy(), time.perf_counter() - t0, solves
 
 
 def _save(path: Path, arrays: dict) -> None:
@@ -649,7 +660,10 @@ def _load(path: Path, key: str) -> dict:
             raise ValueError(f"{w}: non-finite data")
         data[w] = d
     offsets = {w: float(arrays[f"{w}_static_offset"]) for w in WHEELS}
-    return {"data": data, "offsets": offsets, "statics_key": str(arrays["statics_key"]),
+    q_static = arrays.get("q_static")  # entries written before it was kept have none: solved again
+    if q_static is not None and not (q_static.ndim == 1 and np.all(np.isfinite(q_static))):
+        raise ValueError("q_static is not a finite vector")
+    return {"data": data, "offsets": offsets, "statics_key": str(arrays["statics_key"]), "q_static": q_static,
             "sweep_time_s": float(arrays["sweep_time_s"]), "solves": int(arrays["solves"])}
 
 
@@ -693,20 +707,20 @@ def fit_vehicle_kinematics(desc, cache_dir=None, *, cache: bool = True, travel_m
                 warnings.warn(f"kinematics cache entry {candidate} is unusable ({type(exc).__name__}: {exc}); rebuilding it", stacklevel=2)
     from_cache = entry is not None
     if entry is None:
-        data, offsets, sweep_time, solves = _sweep_vehicle(desc, travel_m, travel_step_m, rack_nodes)
-        entry = {"data": data, "offsets": offsets, "statics_key": skey, "sweep_time_s": sweep_time, "solves": solves}
+        data, offsets, q_static, sweep_time, solves = _sweep_vehicle(desc, travel_m, travel_step_m, rack_nodes)
+        entry = {"data": data, "offsets": offsets, "statics_key": skey, "q_static": q_static, "sweep_time_s": sweep_time, "solves": solves}
         dirty = True
-    elif entry["statics_key"] != skey:  # same geometry, other masses/springs/tires: new static point
+    elif entry["statics_key"] != skey or entry["q_static"] is None:  # same geometry, other masses/springs/tires: new static point
         from .detailed import DetailedVehicle
 
         vehicle = DetailedVehicle(desc)
         vehicle.solve_statics()
-        entry["offsets"], entry["statics_key"] = static_offsets(vehicle), skey
+        entry["offsets"], entry["statics_key"], entry["q_static"] = static_offsets(vehicle), skey, vehicle.q_static.copy()
         dirty = True
     else:
         dirty = False
     if path is not None and dirty:
-        arrays = {"format": np.array(FORMAT_VERSION), "key": np.array(key), "statics_key": np.array(skey),
+        arrays = {"format": np.array(FORMAT_VERSION), "key": np.array(key), "statics_key": np.array(skey), "q_static": entry["q_static"],
                   "sweep_time_s": np.array(entry["sweep_time_s"]), "solves": np.array(entry["solves"])}
         for w in WHEELS:
             arrays.update({f"{w}_{k}": v for k, v in entry["data"][w].items()})
@@ -723,4 +737,4 @@ def fit_vehicle_kinematics(desc, cache_dir=None, *, cache: bool = True, travel_m
         corners[w] = fit
         residuals[w] = _residual(fit, d["val_u"], d["val_rack"], d["val_values"])
     return VehicleKinematics(desc.name, corners, residuals, key, entry["sweep_time_s"], entry["solves"],
-                             path if dirty else source, from_cache)
+                             path if dirty else source, from_cache, skey, entry["q_static"])

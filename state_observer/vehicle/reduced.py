@@ -72,10 +72,15 @@ class ReducedVehicle:
         self.dt_s = dt_s
         self.detailed = detailed if detailed is not None else DetailedVehicle(desc, road=road, mu=mu, dt_s=dt_s)
         d = self.detailed
-        if not hasattr(d, "q_static"):
-            d.solve_statics()
-        self.road = d.road
         self.kin = kinematics if kinematics is not None else fit_vehicle_kinematics(desc)
+        if not hasattr(d, "q_static"):
+            level = type(d.road) is FlatRoad and (d.road.height_m, d.road.grade_x, d.road.grade_y) == (0.0, 0.0, 0.0)
+            known = self.kin.static_position(desc) if level else None  # solved with the kinematics, on the level
+            if known is not None:
+                d.q_static = known
+            else:
+                d.solve_statics()
+        self.road = d.road
         self.corners = [self.kin[w] for w in WHEELS]
         self.total_mass_kg = d.total_mass_kg
         self._lump_masses()
