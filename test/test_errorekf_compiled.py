@@ -306,6 +306,22 @@ def test_plant_noise_across_the_heading_falls_with_the_square_of_a_low_speed(spe
     assert across @ velocity_block @ across == pytest.approx(s.plant_sigma2[1] * min((speed_now / s.lateral_plant_speed_m_s) ** 2, 1.0), rel=1e-9)
 
 
+def test_plant_noise_across_the_heading_comes_back_after_a_low_speed():
+    """With equal intensities along and across the heading, the block written at a low speed (across it scaled down) is
+    rewritten at speed, not kept."""
+    s = ErrorEkfSettings()
+    s.plant_sigma2[1] = s.plant_sigma2[0]
+    f = new_filter(s, speed_m_s=2.5)
+    assert f.predict()
+    solver = f.vehicle.solver
+    solver.qd = solver.qd.copy()
+    solver.qd[:2] *= 15.0 / np.hypot(*solver.qd[:2])
+    f.linearise()
+    yaw = float(solver.q[5])
+    across = np.array([-np.sin(yaw), np.cos(yaw)])
+    assert across @ (f.plant[N : N + 2, N : N + 2] / f.dt) @ across == pytest.approx(s.plant_sigma2[1], rel=1e-9)
+
+
 @pytest.mark.parametrize("steering_rad", [0.0, 0.8])
 def test_yaw_plant_noise_grows_with_the_square_of_the_lateral_acceleration(steering_rad):
     """The yaw's white acceleration is a tire model's error: yaw_plant_floor of plant_sigma2[5] plus (a_y / 2 m/s^2)^2
@@ -592,12 +608,13 @@ def test_a_tilt_estimate_leaves_an_imu_with_missing_axes_usable():
     cross terms take the model's reading for the missing axes, so the z rate stays finite and is applied, and the
     lateral axis still has g dx taken out.  Without the gyroscope's x and y nothing tells the tilt from the
     accelerometer's biases, and it is left alone."""
-    f = new_filter(ErrorEkfSettings(imu_biases=True))
+    f, truth = new_filter(ErrorEkfSettings(imu_biases=True)), new_filter()  # the readings are the truth's (its own model)
     m = f.mounts
-    f.vehicle.set_inputs(1.0, [60.0, 60.0, 0.0, 0.0], [0.0] * 4)  # a turn, where a full IMU would show the tilt
+    for v in (f.vehicle, truth.vehicle):
+        v.set_inputs(1.0, [60.0, 60.0, 0.0, 0.0], [0.0] * 4)  # a turn, where a full IMU would show the tilt
     for _ in range(250):
-        assert f.predict()
-        q, qd, qdd = model_state(f)
+        assert f.predict() and truth.vehicle.step().success
+        q, qd, qdd = model_state(truth)
         gyro, accel = models.gyroscope(q, qd, m.imu_rotation)[0], models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation)[0]
         gyro[:2], accel[2] = np.nan, np.nan
         f.update_imu(gyro + 0.002, accel + 0.05, np.array([np.nan, np.nan, 0.003]), np.array([0.05, 0.05, np.nan]))
@@ -609,8 +626,10 @@ def test_a_tilt_estimate_leaves_an_imu_with_missing_axes_usable():
     q, qd, qdd = model_state(f)
     gyro, accel = models.gyroscope(q, qd, m.imu_rotation)[0], models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation)[0]
     gyro[:2], accel[2] = np.nan, np.nan
-    untilted = f._corrected_accel(accel, models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation)[0])
-    assert untilted[1] == pytest.approx(accel[1] - 0.01 * 9.81, abs=0.02) and np.isnan(untilted[2])
+    predicted = models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation)[0]
+    untilted = f._corrected_accel(accel, predicted)
+    assert predicted[2] == pytest.approx(9.81, abs=0.5)  # g dx: the model's z reading stands in for the missing one
+    assert untilted[1] == pytest.approx(accel[1] - f.imu_bias[4] - 0.01 * predicted[2], abs=1e-12) and np.isnan(untilted[2])
     full = models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation)[0]
     tilted = full + np.cross(full, [0.01, -0.01, 0.0])  # what the tilted IMU reads, R(d)^T y, without its z axis
     tilted[2] = np.nan
