@@ -710,7 +710,7 @@ def fit_vehicle_kinematics(desc, cache_dir=None, *, cache: bool = True, travel_m
         data, offsets, q_static, sweep_time, solves = _sweep_vehicle(desc, travel_m, travel_step_m, rack_nodes)
         entry = {"data": data, "offsets": offsets, "statics_key": skey, "q_static": q_static, "sweep_time_s": sweep_time, "solves": solves}
         dirty = True
-    elif entry["statics_key"] != skey or entry["q_static"] is None:  # same geometry, other masses/springs/tires: new static point
+    elif entry["statics_key"] != skey or entry["q_static"] is None:  # other masses/springs/tires, or an entry without it: new static point
         from .detailed import DetailedVehicle
 
         vehicle = DetailedVehicle(desc)
