@@ -105,11 +105,13 @@ def _stamp(msg) -> int:
 
 @pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
 def test_node_matches_process_and_follows_rep_103_105(ros, circle_bag, tmp_path):
+    from state_observer.estimation.spi import CONVERGED, CONVERGING, NOT_OBSERVABLE, STATUS_NAMES
     from state_observer.io.bag import read_messages
     from state_observer.process import load_config, process_bag
     from state_observer.ros.observer_node import ObserverNode
 
-    node = ObserverNode(context=ros.context, parameter_overrides=_overrides(circle_bag))
+    # parameter estimation from 2 s, so that the 8 s bag shows the parameters' statuses change (issue 15)
+    node = ObserverNode(context=ros.context, parameter_overrides=_overrides(circle_bag, **{"model.parameters_after_s": 2.0}))
     ros.executor.add_node(node)
     ros._nodes.append(node)
     collector = Collector(ros, node)
@@ -121,7 +123,8 @@ def test_node_matches_process_and_follows_rep_103_105(ros, circle_bag, tmp_path)
 
     # the same configuration offline
     lat, lon, alt = _datum(circle_bag)
-    config = load_config(None, **{"datum.use": True, "datum.latitude_deg": lat, "datum.longitude_deg": lon, "datum.altitude_m": alt})
+    config = load_config(None, **{"datum.use": True, "datum.latitude_deg": lat, "datum.longitude_deg": lon, "datum.altitude_m": alt,
+                                  "model.parameters_after_s": 2.0})
     process_bag(circle_bag, tmp_path / "out", config, report=False)
     offline = {kind: [m for t, _, m in read_messages(tmp_path / "out" / "bag", [topic])]
                for kind, topic in (("odometry", "/state_observer/odometry"), ("tire_forces", "/state_observer/tire_forces"),
@@ -159,6 +162,18 @@ def test_node_matches_process_and_follows_rep_103_105(ros, circle_bag, tmp_path)
     assert 1000 < sum(w.fz_n for w in forces.wheels) / 9.81 < 2500  # the car's weight
     params = collector.messages["parameters"][-1]
     assert params.estimator == "spi_reduced" and params.mass_sigma_kg > 0
+    # each parameter's status (issue 15) as process publishes it; the circle's lateral excitation shows the tires' cornering
+    # stiffness (not observable before estimation starts), a constant speed not the mass; /diagnostics names the same
+    statuses = ("mass_status", "friction_status", "cornering_stiffness_front_status", "cornering_stiffness_rear_status")
+    published = [tuple(getattr(m, f) for f in statuses) for m in collector.messages["parameters"]]
+    assert published == [tuple(getattr(m, f) for f in statuses) for m in offline["parameters"]]
+    assert published[0] == (NOT_OBSERVABLE,) * 4 and params.mass_status == NOT_OBSERVABLE
+    assert {params.cornering_stiffness_front_status, params.cornering_stiffness_rear_status} <= {CONVERGING, CONVERGED}
+    report = node.pipeline.observer.filter.parameter_report()
+    observer_values = {s.name: {kv.key: kv.value for kv in s.values} for s in collector.messages["diagnostics"][-1].status}["state_observer: observer"]
+    for name in ("mass", "friction", "cornering_front", "cornering_rear"):
+        assert observer_values[f"{name} status"] == STATUS_NAMES[report[name]["status"]]
+    assert report["cornering_front"]["status"] == params.cornering_stiffness_front_status
     # the estimate is close to the truth of the simulation (8 s: the filter is still settling)
     truth = {_stamp(m): m for _, _, m in read_messages(circle_bag, ["/truth/odometry"])}
     errors = [math.hypot(m.pose.pose.position.x - truth[_stamp(m)].pose.pose.position.x,
