@@ -2,7 +2,7 @@
 """Tune the observer on the harness' tuning seeds, never on the reported ones (``evaluate`` reports seeds 0-2).
 
     python3 scripts/tune.py [--seeds 100-104] [--mode full|no_gnss|speed_only] [--jobs 2] [--cache DIR]
-                            [--set NAME=VALUE ...] [manoeuvre ...]
+                            [--set NAME=VALUE ...] [--per-seed] [manoeuvre ...]
 
 Runs the product (:func:`state_observer.sim.harness.run_observer`) on each manoeuvre and seed of the mismatch
 harness, with filter settings changed by ``--set`` (an :class:`ErrorEkfSettings` field, ``force_walk.pitch`` for one
@@ -83,6 +83,7 @@ def main() -> None:
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--cache", default=None, help="truth cache directory (default: the user cache)")
+    p.add_argument("--per-seed", action="store_true", help="a row per seed too")
     a = p.parse_args()
     overrides = {}
     for item in a.set:
@@ -100,6 +101,10 @@ def main() -> None:
     means = []
     for m in a.manoeuvres:
         rows = [r for name, _, r in results if name == m]
+        if a.per_seed:
+            for (name, seed, r) in results:
+                if name == m:
+                    print(f"  seed {seed:<13d}" + "".join(f"{r.get(k, math.nan) * f:8.3f}" for k, _, f in COLUMNS))
         cells = [float(np.nanmean([r.get(k, math.nan) * f for r in rows])) if any(k in r for r in rows) else math.nan for k, _, f in COLUMNS]
         means.append(cells)
         print(f"{m:20s}" + "".join(f"{c:8.3f}" for c in cells))

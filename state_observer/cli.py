@@ -355,8 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "robot_localization-style kinematic EKF, the linear single-track model, zero sideslip, raw GNSS). Prints the "
                     "median over seeds and the targets met.")
     evaluate.add_argument("--manoeuvre", action="append", metavar="NAME",
-                          help="manoeuvre to run (repeatable; default: steady_circle, step_steer, sine_with_dwell, double_lane_change, "
-                               "brake_in_turn, friction_step)")
+                          help="manoeuvre to run (repeatable; default: every manoeuvre of the harness, listed in docs/accuracy.md)")
     evaluate.add_argument("--seed", action="append", type=_seed, metavar="N", help="mismatch and noise seed (repeatable; default: 0 1 2)")
     evaluate.add_argument("--observer", action="append", metavar="NAME", help="observer configuration (repeatable; default: spi_reduced)")
     evaluate.add_argument("--jobs", type=int, default=2, metavar="N", help="scenarios run in parallel (default: 2)")

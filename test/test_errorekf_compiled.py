@@ -370,6 +370,34 @@ def test_force_walk_follows_the_smoothed_force_level_not_its_jitter():
     assert walks(s, rise).sum() == pytest.approx(walks(raw, rise).sum(), rel=0.25)
 
 
+def test_lateral_force_walk_follows_the_force_change_less_at_walking_pace():
+    """The rate part of the walk of the force errors across the heading (lateral forces, yaw moment) falls with the
+    square of the speed below lateral_plant_speed_m_s, as the plant noise across the heading does (to 1/16 at 2.5 m/s
+    of 10); the base part and the other force errors' walk do not."""
+    from dataclasses import replace
+
+    from state_observer.estimation.errorekf import LATERAL_FORCE_ERRORS
+
+    s = ErrorEkfSettings()
+
+    def walks(speed_m_s, rate):
+        f = new_filter(replace(s, force_walk_rate=rate), speed_m_s=speed_m_s)
+        f._previous_scales = None
+        for level in (0.0, 2000.0):  # a change of every force the errors act beside
+            f._tire_force_scales = lambda: np.full(len(f.force_names), level)
+            f._force_plant()
+        return np.sqrt(np.diag(f.plant)[2 * N : 2 * N + len(f.force_names)] / f.dt), f.force_names
+
+    (fast, names), (slow, _) = walks(20.0, s.force_walk_rate), walks(2.5, s.force_walk_rate)
+    (base, _), (base_slow, _) = walks(20.0, 0.0), walks(2.5, 0.0)
+    np.testing.assert_allclose(base_slow, base, rtol=1e-12)
+    assert set(LATERAL_FORCE_ERRORS) & set(names) and set(names) - set(LATERAL_FORCE_ERRORS)
+    for k, name in enumerate(names):
+        share = (2.5 / s.lateral_plant_speed_m_s) ** 2 if name in LATERAL_FORCE_ERRORS else 1.0
+        assert fast[k] - base[k] > 100.0  # the rate part is there at speed
+        assert slow[k] - base[k] == pytest.approx(share * (fast[k] - base[k]), rel=1e-6), name
+
+
 def test_spi_force_residuals_match_the_model_evaluation(filt):
     """(M(theta) z_ddot - Q(theta)) from the compiled sigma-point loop against the model itself with its
     mass and friction set to theta; the model's own parameters and records are left alone."""

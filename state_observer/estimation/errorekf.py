@@ -58,6 +58,7 @@ LINEARISED_VELOCITIES = (3, 4, 5)  # C columns likewise (roll, pitch and yaw rat
 # force-error states: N along and across the heading at base_link, N m about z, N across the heading at the front and
 # at the rear axle (a tire's force error acts there), N m on roll and pitch (spring, bar and damper errors)
 FORCE_NAMES = ("longitudinal", "lateral", "yaw", "front_lateral", "rear_lateral", "roll", "pitch")
+LATERAL_FORCE_ERRORS = ("lateral", "front_lateral", "rear_lateral", "yaw")  # force errors across the heading (forces, then the moment)
 PARAMETER_NAMES = ("mass", "friction", "cornering_front", "cornering_rear", "longitudinal")  # the columns of ReducedVehicle.parameters
 IMU_STATES = 9  # gyroscope biases (3), accelerometer biases (3), the gyroscope's z scale factor, the IMU's tilt (2)
 PARAMETER_STEP = {"mass": 10.0, "friction": 0.01, "cornering_front": 0.01, "cornering_rear": 0.01, "longitudinal": 0.01}  # finite differences
@@ -88,7 +89,12 @@ class ErrorEkfSettings:
     # Below this speed the plant noise across the heading falls with the square of the speed (to 1/1000 at standstill):
     # at walking pace the steering geometry sets the slip angles and the model's lateral velocity is nearly exact, and a
     # constant lateral noise let the GNSS velocity's (0.05 m/s is 1.1 deg of course at 2.5 m/s) move the sideslip (harness,
-    # tuning seeds: car park at 2.5 m/s 0.127 -> 0.097 deg, reversing at 4 m/s 0.059 -> 0.041; 15-22 m/s unchanged)
+    # tuning seeds: car park at 2.5 m/s 0.127 -> 0.097 deg, reversing at 4 m/s 0.059 -> 0.041; 15-22 m/s unchanged).
+    # The rate part of the walk of the force errors across the heading (force_walk_rate: lateral forces, yaw moment) falls
+    # the same way: there the lateral forces change with the steering, as the model's own do, and a walk following them let
+    # the corrections take the noise and lag the car's weaving (tuning seeds 100-102, sideslip with GNSS / without / speed
+    # only: car park 0.087 -> 0.052 / 0.086 -> 0.040 / 0.079 -> 0.065 deg, reversing 0.058 -> 0.025 / 0.038 -> 0.026 /
+    # 0.041 -> 0.035; yaw rate in the car park 0.08 -> 0.10 deg/s; standing with a speed only 0.014 -> 0.019 deg)
     lateral_plant_speed_m_s: float = 10.0
     # The yaw's plant noise (plant_sigma2[5]) is a tire model's error: it scales with the square of the lateral acceleration
     # up to this one (m/s^2), from yaw_plant_floor of it on a straight, where the model's yaw rate is known whatever its
@@ -778,7 +784,8 @@ class VehicleErrorEKF(SensorBookkeeping):
     def _force_plant(self) -> None:
         """The random walk of each force error (settings ``force_walk``, ``force_walk_rate``): base + rate * |dF| /
         sqrt(dt_lin), F the tire forces the error acts beside (smoothed over ``force_walk_smoothing_s``), dF their
-        change since the last re-linearisation; plus,
+        change since the last re-linearisation (for the errors across the heading times (v / lateral_plant_speed_m_s)^2
+        below that speed); plus,
         for the lateral ones, the walk a slide gives (:meth:`_watch_for_slide`)."""
         s = self.settings
         if not self.force_names:
@@ -791,13 +798,21 @@ class VehicleErrorEKF(SensorBookkeeping):
         if self._previous_scales is not None:
             change = np.abs(scale - self._previous_scales) / math.sqrt(self.dt * s.transition_every_steps)
         self._previous_scales = scale
-        walk = np.array([s.force_walk[name] for name in self.force_names]) + s.force_walk_rate * change
+        rate = s.force_walk_rate * change
+        # at walking pace the steering geometry sets the slip angles (as for the plant noise across the heading): the
+        # lateral forces' change is the model's own, and a walk following it only let the noise move the sideslip
+        solver = self.vehicle.solver
+        slow = min(max((math.hypot(solver.qd[0], solver.qd[1]) / s.lateral_plant_speed_m_s) ** 2, 1e-3), 1.0)
+        for k, name in enumerate(self.force_names):
+            if name in LATERAL_FORCE_ERRORS:
+                rate[k] *= slow
+        walk = np.array([s.force_walk[name] for name in self.force_names]) + rate
         if self._slide_walk > 0.0:
             if self._slide_t is None or self.vehicle.solver.t - self._slide_t > 2.0 * s.slide_innovation_s:
                 self._slide_walk = 0.0  # no GNSS velocity of late: nothing says the car slides
             arm = 0.5 * abs(self._axle_x_m[0] - self._axle_x_m[1])
             for k, name in enumerate(self.force_names):
-                if name in ("lateral", "front_lateral", "rear_lateral"):
+                if name in LATERAL_FORCE_ERRORS[:3]:
                     walk[k] += self._slide_walk
                 elif name == "yaw":
                     walk[k] += self._slide_walk * arm
