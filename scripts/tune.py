@@ -61,10 +61,10 @@ def apply_overrides(overrides: dict) -> None:
             cls.__init__ = patched
 
 
-def one(job, overrides, mode, cache):
+def one(job, mode, cache):
+    """(manoeuvre, seed, metrics) of the product on one tuning scenario (settings as apply_overrides left them)."""
     from state_observer.sim import harness as h
 
-    apply_overrides(overrides)
     name, seed = job
     desc, config, mismatch, truths, samples = h.simulate(name, seed, cache)
     if mode == "speed_only":
@@ -94,9 +94,13 @@ def main() -> None:
         raise SystemExit("tune on seeds 100 and above: seeds 0-99 are the reported ones")
     cache = Path(a.cache) if a.cache else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "state_observer" / "harness"
     jobs = [(m, s) for m in a.manoeuvres for s in seeds]
-    work = functools.partial(one, overrides=overrides, mode=a.mode, cache=cache)
-    with Pool(max(1, a.jobs)) as pool:
-        results = list(pool.imap(work, jobs)) if a.jobs > 1 else [work(j) for j in jobs]
+    work = functools.partial(one, mode=a.mode, cache=cache)
+    if a.jobs > 1:
+        with Pool(a.jobs, initializer=apply_overrides, initargs=(overrides,)) as pool:
+            results = list(pool.imap(work, jobs))
+    else:
+        apply_overrides(overrides)
+        results = [work(j) for j in jobs]
     print(f"{'manoeuvre':20s}" + "".join(f"{short:>8s}" for _, short, _ in COLUMNS), f"  ({a.mode}, seeds {a.seeds}, {overrides or 'defaults'})")
     means = []
     for m in a.manoeuvres:

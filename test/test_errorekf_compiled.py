@@ -376,7 +376,7 @@ def test_lateral_force_walk_follows_the_force_change_less_at_walking_pace():
     of 10); the base part and the other force errors' walk do not."""
     from dataclasses import replace
 
-    from state_observer.estimation.errorekf import LATERAL_FORCE_ERRORS
+    from state_observer.estimation.errorekf import LATERAL_FORCES
 
     s = ErrorEkfSettings()
 
@@ -391,9 +391,10 @@ def test_lateral_force_walk_follows_the_force_change_less_at_walking_pace():
     (fast, names), (slow, _) = walks(20.0, s.force_walk_rate), walks(2.5, s.force_walk_rate)
     (base, _), (base_slow, _) = walks(20.0, 0.0), walks(2.5, 0.0)
     np.testing.assert_allclose(base_slow, base, rtol=1e-12)
-    assert set(LATERAL_FORCE_ERRORS) & set(names) and set(names) - set(LATERAL_FORCE_ERRORS)
+    across = set(LATERAL_FORCES) | {"yaw"}
+    assert across & set(names) and set(names) - across
     for k, name in enumerate(names):
-        share = (2.5 / s.lateral_plant_speed_m_s) ** 2 if name in LATERAL_FORCE_ERRORS else 1.0
+        share = (2.5 / s.lateral_plant_speed_m_s) ** 2 if name in across else 1.0
         assert fast[k] - base[k] > 100.0  # the rate part is there at speed
         assert slow[k] - base[k] == pytest.approx(share * (fast[k] - base[k]), rel=1e-6), name
 

@@ -58,7 +58,7 @@ LINEARISED_VELOCITIES = (3, 4, 5)  # C columns likewise (roll, pitch and yaw rat
 # force-error states: N along and across the heading at base_link, N m about z, N across the heading at the front and
 # at the rear axle (a tire's force error acts there), N m on roll and pitch (spring, bar and damper errors)
 FORCE_NAMES = ("longitudinal", "lateral", "yaw", "front_lateral", "rear_lateral", "roll", "pitch")
-LATERAL_FORCE_ERRORS = ("lateral", "front_lateral", "rear_lateral", "yaw")  # force errors across the heading (forces, then the moment)
+LATERAL_FORCES = ("lateral", "front_lateral", "rear_lateral")  # the force errors across the heading (with "yaw", their moment)
 PARAMETER_NAMES = ("mass", "friction", "cornering_front", "cornering_rear", "longitudinal")  # the columns of ReducedVehicle.parameters
 IMU_STATES = 9  # gyroscope biases (3), accelerometer biases (3), the gyroscope's z scale factor, the IMU's tilt (2)
 PARAMETER_STEP = {"mass": 10.0, "friction": 0.01, "cornering_front": 0.01, "cornering_rear": 0.01, "longitudinal": 0.01}  # finite differences
@@ -804,7 +804,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         solver = self.vehicle.solver
         slow = min(max((math.hypot(solver.qd[0], solver.qd[1]) / s.lateral_plant_speed_m_s) ** 2, 1e-3), 1.0)
         for k, name in enumerate(self.force_names):
-            if name in LATERAL_FORCE_ERRORS:
+            if name in LATERAL_FORCES or name == "yaw":
                 rate[k] *= slow
         walk = np.array([s.force_walk[name] for name in self.force_names]) + rate
         if self._slide_walk > 0.0:
@@ -812,7 +812,7 @@ class VehicleErrorEKF(SensorBookkeeping):
                 self._slide_walk = 0.0  # no GNSS velocity of late: nothing says the car slides
             arm = 0.5 * abs(self._axle_x_m[0] - self._axle_x_m[1])
             for k, name in enumerate(self.force_names):
-                if name in LATERAL_FORCE_ERRORS[:3]:
+                if name in LATERAL_FORCES:
                     walk[k] += self._slide_walk
                 elif name == "yaw":
                     walk[k] += self._slide_walk * arm
