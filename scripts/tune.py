@@ -47,7 +47,8 @@ def apply_overrides(overrides: dict) -> None:
         for name in fields:
             if name.split(".")[0] not in cls.__dataclass_fields__:
                 raise SystemExit(f"--set {prefix}{name}: {cls.__name__} has no such field")
-        if fields:
+        if fields and not getattr(cls, "_tune_overrides", None):  # once per process (a forked worker inherits the patch)
+            cls._tune_overrides = fields
             init = cls.__init__
 
             def patched(self, *args, _init=init, _fields=fields, **kwargs):
@@ -95,11 +96,11 @@ def main() -> None:
     cache = Path(a.cache) if a.cache else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "state_observer" / "harness"
     jobs = [(m, s) for m in a.manoeuvres for s in seeds]
     work = functools.partial(one, mode=a.mode, cache=cache)
+    apply_overrides(overrides)  # here first: a misspelt name stops the run before any worker starts
     if a.jobs > 1:
         with Pool(a.jobs, initializer=apply_overrides, initargs=(overrides,)) as pool:
             results = list(pool.imap(work, jobs))
     else:
-        apply_overrides(overrides)
         results = [work(j) for j in jobs]
     print(f"{'manoeuvre':20s}" + "".join(f"{short:>8s}" for _, short, _ in COLUMNS), f"  ({a.mode}, seeds {a.seeds}, {overrides or 'defaults'})")
     means = []
