@@ -238,3 +238,30 @@ def test_cornering_metrics_compare_the_final_scales_with_the_truths():
     run.extra["cornering"] = ((1.2, 1, 0.05), (0.8, 0, 0.05))
     assert h.cornering_metrics(run, m) == dict(cornering_error_pct=0.0, cornering_observed=0.0, cornering_2sigma_coverage=1.0)
     assert h.cornering_metrics(h.Run(np.zeros(1), {}), m) == {}
+
+
+def test_tune_script_changes_the_settings_it_is_given_and_refuses_reported_seeds_and_unknown_names():
+    """scripts/tune.py (the tuning tool of CONTRIBUTING): --set changes a field, one entry of a dict field or an SPI field
+    of every settings object built afterwards and leaves the rest; a misspelt name or a reported seed (0-99) stops it
+    with one line before anything runs.  In a subprocess: the patch is process-wide."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tune = Path(__file__).resolve().parents[1] / "scripts" / "tune.py"
+    code = (f"import sys; sys.path.insert(0, {str(tune.parent)!r}); import tune\n"
+            "tune.apply_overrides({'force_walk.pitch': 7.0, 'accelerometer_model_sigma': 0.3, 'spi.cornering_sigma': 0.4})\n"
+            "tune.apply_overrides({'force_walk.pitch': 7.0, 'accelerometer_model_sigma': 0.3, 'spi.cornering_sigma': 0.4})\n"
+            "from state_observer.estimation.errorekf import ErrorEkfSettings\n"
+            "from state_observer.estimation.spi import SpiSettings\n"
+            "e = ErrorEkfSettings()\n"
+            "print(e.force_walk['pitch'], e.force_walk['roll'], e.accelerometer_model_sigma, SpiSettings().cornering_sigma, tune.seeds_of('100-103'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split(maxsplit=4)
+    from state_observer.estimation.errorekf import ErrorEkfSettings
+
+    assert [float(v) for v in out[:4]] == [7.0, ErrorEkfSettings().force_walk["roll"], 0.3, 0.4]
+    assert out[4].strip() == "[100, 101, 102, 103]"
+    for args, message in ((["--set", "nosuch=1", "--seeds", "100"], "ErrorEkfSettings has no such field"),
+                          (["--seeds", "1-2"], "seeds 0-99 are the reported ones")):
+        run = subprocess.run([sys.executable, str(tune), *args, "step_steer"], capture_output=True, text=True)
+        assert run.returncode != 0 and message in run.stderr
