@@ -768,8 +768,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         q_long, q_lat = st.plant_sigma2[0:2]
         if not self.torques_known:
             q_long = st.unknown_torque_plant_sigma2
-        speed = math.hypot(solver.qd[0], solver.qd[1])
-        q_lat *= min(max((speed / st.lateral_plant_speed_m_s) ** 2, 1e-3), 1.0)
+        q_lat *= self._walking_pace_share()
         block = self._white_block
         if st.yaw_plant_accel_m_s2 > 0.0:
             a_lat = -s * solver.qdd[0] + c * solver.qdd[1]
@@ -780,6 +779,12 @@ class VehicleErrorEKF(SensorBookkeeping):
         for i in range(2):
             for j in range(2):
                 self.plant[i * N : i * N + 2, j * N : j * N + 2] = block[i, j] * sigma
+
+    def _walking_pace_share(self) -> float:
+        """(v / lateral_plant_speed_m_s)^2 within 1e-3 and 1, v the model's horizontal speed (m/s): the share of the plant
+        noise across the heading, and of the rate part of the force errors' walk across it, kept at walking pace."""
+        qd = self.vehicle.solver.qd
+        return min(max((math.hypot(qd[0], qd[1]) / self.settings.lateral_plant_speed_m_s) ** 2, 1e-3), 1.0)
 
     def _force_plant(self) -> None:
         """The random walk of each force error (settings ``force_walk``, ``force_walk_rate``): base + rate * |dF| /
@@ -801,8 +806,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         rate = s.force_walk_rate * change
         # at walking pace the steering geometry sets the slip angles (as for the plant noise across the heading): the
         # lateral forces' change is the model's own, and a walk following it only let the noise move the sideslip
-        solver = self.vehicle.solver
-        slow = min(max((math.hypot(solver.qd[0], solver.qd[1]) / s.lateral_plant_speed_m_s) ** 2, 1e-3), 1.0)
+        slow = self._walking_pace_share()
         for k, name in enumerate(self.force_names):
             if name in LATERAL_FORCES or name == "yaw":
                 rate[k] *= slow
