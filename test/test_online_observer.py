@@ -186,7 +186,31 @@ def test_a_stream_delivered_late_is_applied_in_stamp_order_within_the_reorder_wi
 
 class _Inputs:
     def set_inputs(self, steering, drive, brake, steering_rate_rad_s=0.0):
+        self.steering, self.steering_rate = steering, steering_rate_rad_s
         self.drive, self.brake = np.asarray(drive), np.asarray(brake)
+
+
+def test_the_steering_angle_is_carried_over_its_latency_along_its_rate():
+    """The steering angle reaches a step 10-30 ms after it was measured: the model gets it extrapolated to the step's
+    middle along the slope of the last samples (exact on a ramp), at most STEERING_LEAD_MAX_S ahead; a lone sample
+    after a gap, and an apply without a time, take the newest angle as it is."""
+    from state_observer.estimation.online import STEERING_LEAD_MAX_S, ModelInputs
+    from state_observer.sensors.samples import SteeringSample
+
+    inputs, model = ModelInputs(), _Inputs()
+    for k in range(6):  # 100 Hz ramp of 2 rad/s from 0.1 rad
+        inputs.take(SteeringSample(k * 10_000_000, k * 10_000_000 + 10_000_000, 0.1 + 2.0 * k * 0.01))
+    inputs.apply(model, 70_000_000)  # 20 ms after the newest sample (50 ms, 0.2 rad)
+    assert model.steering == pytest.approx(0.24) and model.steering_rate == pytest.approx(2.0)
+    inputs.apply(model, 2_000_000_000)  # the sensor fell silent: no further than the lead limit
+    assert model.steering == pytest.approx(0.2 + 2.0 * STEERING_LEAD_MAX_S)
+    inputs.apply(model, 40_000_000)  # before the newest sample: the sample itself
+    assert model.steering == pytest.approx(0.2)
+    inputs.apply(model)
+    assert model.steering == pytest.approx(0.2)
+    inputs.take(SteeringSample(500_000_000, 510_000_000, -0.3))  # after a gap: held, no slope across it
+    inputs.apply(model, 520_000_000)
+    assert model.steering == -0.3 and model.steering_rate == 0.0
 
 
 def test_a_measured_torque_against_the_rotation_brakes_and_along_it_drives():

@@ -10,7 +10,8 @@ correct.  A sample whose stamp the model has already passed (GNSS fixes arrive ~
 wheel signals ~10 ms) is applied at the next step with its age: GNSS positions and velocities are moved
 to the model time along the model's antenna velocity and acceleration; samples older than
 ``max_delay_s`` are dropped and counted.  Steering angle and wheel torques are model inputs from the
-step after they arrive.
+step after they arrive; the steering angle is extrapolated along its recent rate to each step's middle
+(:class:`ModelInputs`), which makes up for its latency.
 
 The other jobs have modules of their own: :mod:`.intake` checks each sample first, :mod:`.startup` decides
 when and where the model starts (``start_mode`` "gnss" or "pose"), :mod:`.outputs` builds what
@@ -104,11 +105,21 @@ class OnlineSettings:
 
 
 DIRECTION_MIN_RATE_RAD_S = 0.5  # a wheel turning slower keeps its last direction of rotation (ModelInputs; encoder noise)
+STEERING_FIT_SAMPLES = 4  # steering samples in the line whose slope extrapolates the angle (ModelInputs; 30 ms at 100 Hz)
+STEERING_FIT_WINDOW_S = 0.06  # samples older than this behind the newest are not fitted (a gap: hold the angle)
+STEERING_LEAD_MAX_S = 0.05  # the angle is extrapolated at most this far ahead of the newest sample
 
 
 class ModelInputs:
     """The latest measured steering angle and wheel torques (the model's inputs), set on the model only after
     they changed (nothing else sets them).
+
+    The steering angle reaches the model late: a sample is taken after its latency (a CAN cycle) and used from the
+    next step on, and it is held until the next sample, about 20 ms on the default sensors.  At walking pace the
+    steering sets the yaw rate, so the model's yaw rate lagged the truth's by as much.  :meth:`apply` with the
+    step's middle instant extrapolates the angle to it along the rate of a least-squares line through the last
+    ``STEERING_FIT_SAMPLES`` samples (at most ``STEERING_LEAD_MAX_S`` ahead of the newest sample; older samples
+    than ``STEERING_FIT_WINDOW_S`` are not fitted, and a lone sample is held).
 
     A measured wheel torque is the signed net torque on the wheel (drive minus brake, the brake acting against the
     rotation). A torque against the wheel's last measured direction of rotation is applied as a brake (which the
@@ -116,8 +127,9 @@ class ModelInputs:
 
     def __init__(self):
         self.steering = 0.0
-        self.steering_rate = 0.0  # finite difference of the last two samples (the detailed model's rack driver)
+        self.steering_rate = 0.0  # slope of the last samples' least-squares line (rad/s; the detailed model's rack driver)
         self._steering_ns = None
+        self._recent = deque(maxlen=STEERING_FIT_SAMPLES)  # (stamp ns, angle rad) of the last steering samples
         self.torque = np.zeros(4)
         self.direction = np.ones(4)  # sign of each wheel's last measured rate above DIRECTION_MIN_RATE_RAD_S (+1: forward)
         self.torques_known = False  # a torque was measured (else the model's zero torques are a guess)
@@ -125,9 +137,11 @@ class ModelInputs:
 
     def take(self, sample) -> None:
         if isinstance(sample, SteeringSample) and math.isfinite(sample.steering_wheel_angle_rad):
-            if self._steering_ns is not None and sample.stamp_ns > self._steering_ns:
-                self.steering_rate = (sample.steering_wheel_angle_rad - self.steering) / ((sample.stamp_ns - self._steering_ns) * 1e-9)
+            if self._steering_ns is not None and sample.stamp_ns <= self._steering_ns:
+                return  # out of order: the newer angle stays
             self.steering, self._steering_ns = sample.steering_wheel_angle_rad, sample.stamp_ns
+            self._recent.append((sample.stamp_ns, sample.steering_wheel_angle_rad))
+            self.steering_rate = self._fitted_rate()
             self._changed = True
         elif isinstance(sample, WheelSample):
             rate = np.asarray(sample.rate_rad_s, float)
@@ -141,10 +155,32 @@ class ModelInputs:
                 self.torques_known = True
                 self._changed = True
 
-    def apply(self, vehicle) -> None:
-        if self._changed:
+    def _fitted_rate(self) -> float:
+        """Slope (rad/s) of the least-squares line through the steering samples within STEERING_FIT_WINDOW_S of the
+        newest; 0 for a lone sample."""
+        newest = self._recent[-1][0]
+        pts = [(t, a) for t, a in self._recent if newest - t <= STEERING_FIT_WINDOW_S * 1e9]
+        if len(pts) < 2:
+            return 0.0
+        t = np.array([(p[0] - newest) * 1e-9 for p in pts])
+        a = np.array([p[1] for p in pts])
+        t -= t.mean()
+        return float(np.dot(t, a - a.mean()) / np.dot(t, t))
+
+    def steering_at(self, t_ns: int | None) -> float:
+        """Steering-wheel angle (rad) at ``t_ns``: the newest sample moved along the fitted rate, at most
+        STEERING_LEAD_MAX_S ahead of it; the newest sample itself for ``t_ns`` None or before it."""
+        if t_ns is None or self._steering_ns is None or self.steering_rate == 0.0:
+            return self.steering
+        lead_s = min(max(t_ns - self._steering_ns, 0), STEERING_LEAD_MAX_S * 1e9) * 1e-9
+        return self.steering + self.steering_rate * lead_s
+
+    def apply(self, vehicle, t_ns: int | None = None) -> None:
+        """Set the inputs on ``vehicle`` for a step centred on ``t_ns`` (ns; None: the newest samples as they are)."""
+        moving = t_ns is not None and self.steering_rate != 0.0
+        if self._changed or moving:
             braking = self.torque * self.direction < 0.0
-            vehicle.set_inputs(self.steering, np.where(braking, 0.0, self.torque), np.where(braking, np.abs(self.torque), 0.0),
+            vehicle.set_inputs(self.steering_at(t_ns), np.where(braking, 0.0, self.torque), np.where(braking, np.abs(self.torque), 0.0),
                                steering_rate_rad_s=self.steering_rate)
             self._changed = False
 
@@ -398,7 +434,7 @@ class OnlineObserver:
         if abs(self.vehicle.total_mass_kg - mass) > 1e-9:
             self.vehicle.set_total_mass(mass)
         self.vehicle.mu = mu
-        self._inputs.apply(self.vehicle)  # the measured inputs, not what a failed run left on the model
+        self._inputs.apply(self.vehicle, stamp_ns)  # the measured inputs, not what a failed run left on the model
         self.filter.start(speed, yaw, (float(xy[0]), float(xy[1])), t=stamp_ns * 1e-9)
         self.started_from = (int(stamp_ns), (float(xy[0]), float(xy[1])), float(yaw), float(speed))
         self.t_ns = int(stamp_ns)
@@ -417,7 +453,7 @@ class OnlineObserver:
 
     def _step(self) -> bool:
         end = self.t_ns + self.dt_ns
-        self._inputs.apply(self.vehicle)
+        self._inputs.apply(self.vehicle, self.t_ns + self.dt_ns // 2)
         if not self.filter.predict():
             resume = self._last_good_pose()
             self.reset(f"model step failed at {end * 1e-9:.3f} s")
@@ -514,7 +550,7 @@ class OpenLoop:
     friction as the observer's (the filter's model before any correction), started at the observer's first start
     (same stamp, pose and speed) and driven by the same steering angle and wheel torques (:class:`ModelInputs`,
     applied as in :meth:`OnlineObserver._step`: inputs of the samples stamped up to a step's end from the next
-    step on).  It keeps pace with the observer's model time after each :meth:`feed`.  Cost: one model step per
+    step on, the steering angle extrapolated to the step's middle).  It keeps pace with the observer's model time after each :meth:`feed`.  Cost: one model step per
     observer step (no covariance, no updates); ``on_state(t_ns, VehicleState)`` is called every ``every_ns`` of model
     time on the grid the pipeline's outputs use.  A failed model step stops it (:attr:`failed` says where).
     """
@@ -561,7 +597,7 @@ class OpenLoop:
             self._order += 1
         while obs.t_ns is not None and self.t_ns < obs.t_ns:
             end = self.t_ns + self.dt_ns
-            self._inputs.apply(self.vehicle)
+            self._inputs.apply(self.vehicle, self.t_ns + self.dt_ns // 2)
             if not self.vehicle.step().success:
                 self.failed = f"open-loop model step failed at {end * 1e-9:.3f} s"
                 return

@@ -175,7 +175,7 @@ def run_model(desc, manoeuvre: Manoeuvre, samples: list, sensor_config, steps: i
     loop_start = time.perf_counter()
     for k in range(steps):
         t_end_ns = t0_ns + (k + 1) * dt_ns
-        inputs.apply(vehicle)
+        inputs.apply(vehicle, t_end_ns - dt_ns // 2)
         if filt is None:
             if not vehicle.step().success:
                 raise RuntimeError(f"open loop model failed at t = {vehicle.solver.t:.3f} s")
