@@ -159,13 +159,12 @@ class ModelInputs:
         """Slope (rad/s) of the least-squares line through the steering samples within STEERING_FIT_WINDOW_S of the
         newest; 0 for a lone sample."""
         newest = self._recent[-1][0]
-        pts = [(t, a) for t, a in self._recent if newest - t <= STEERING_FIT_WINDOW_S * 1e9]
+        pts = [((t - newest) * 1e-9, a) for t, a in self._recent if newest - t <= STEERING_FIT_WINDOW_S * 1e9]
         if len(pts) < 2:
             return 0.0
-        t = np.array([(p[0] - newest) * 1e-9 for p in pts])
-        a = np.array([p[1] for p in pts])
-        t -= t.mean()
-        return float(np.dot(t, a - a.mean()) / np.dot(t, t))
+        t_mean = sum(t for t, _ in pts) / len(pts)
+        a_mean = sum(a for _, a in pts) / len(pts)
+        return sum((t - t_mean) * (a - a_mean) for t, a in pts) / sum((t - t_mean) ** 2 for t, _ in pts)
 
     def steering_at(self, t_ns: int | None) -> float:
         """Steering-wheel angle (rad) at ``t_ns``: the newest sample moved along the fitted rate, at most
@@ -177,11 +176,11 @@ class ModelInputs:
 
     def apply(self, vehicle, t_ns: int | None = None) -> None:
         """Set the inputs on ``vehicle`` for a step centred on ``t_ns`` (ns; None: the newest samples as they are)."""
-        moving = t_ns is not None and self.steering_rate != 0.0
-        if self._changed or moving:
+        if self._changed:
             braking = self.torque * self.direction < 0.0
-            vehicle.set_inputs(self.steering_at(t_ns), np.where(braking, 0.0, self.torque), np.where(braking, np.abs(self.torque), 0.0),
-                               steering_rate_rad_s=self.steering_rate)
+            self._drive_brake = np.where(braking, 0.0, self.torque), np.where(braking, np.abs(self.torque), 0.0)
+        if self._changed or (t_ns is not None and self.steering_rate != 0.0):
+            vehicle.set_inputs(self.steering_at(t_ns), *self._drive_brake, steering_rate_rad_s=self.steering_rate)
             self._changed = False
 
 
@@ -550,9 +549,10 @@ class OpenLoop:
     friction as the observer's (the filter's model before any correction), started at the observer's first start
     (same stamp, pose and speed) and driven by the same steering angle and wheel torques (:class:`ModelInputs`,
     applied as in :meth:`OnlineObserver._step`: inputs of the samples stamped up to a step's end from the next
-    step on, the steering angle extrapolated to the step's middle).  It keeps pace with the observer's model time after each :meth:`feed`.  Cost: one model step per
-    observer step (no covariance, no updates); ``on_state(t_ns, VehicleState)`` is called every ``every_ns`` of model
-    time on the grid the pipeline's outputs use.  A failed model step stops it (:attr:`failed` says where).
+    step on, the steering angle extrapolated to the step's middle).  It keeps pace with the observer's model time
+    after each :meth:`feed`.  Cost: one model step per observer step (no covariance, no updates);
+    ``on_state(t_ns, VehicleState)`` is called every ``every_ns`` of model time on the grid the pipeline's outputs use.
+    A failed model step stops it (:attr:`failed` says where).
     """
 
     def __init__(self, observer: OnlineObserver, on_state, every_ns: int):
