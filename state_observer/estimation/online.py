@@ -112,7 +112,7 @@ STEERING_LEAD_MAX_S = 0.05  # the angle is extrapolated at most this far ahead o
 
 class ModelInputs:
     """The latest measured steering angle and wheel torques (the model's inputs), set on the model only after
-    they changed (nothing else sets them).
+    they changed or while the steering moves (nothing else sets them).
 
     The steering angle reaches the model late: a sample is taken after its latency (a CAN cycle) and used from the
     next step on, and it is held until the next sample, about 20 ms on the default sensors.  At walking pace the
@@ -126,20 +126,18 @@ class ModelInputs:
     model holds at standstill), one along it as a drive: forward, a negative torque brakes; reversing, it drives."""
 
     def __init__(self):
-        self.steering = 0.0
         self.steering_rate = 0.0  # slope of the last samples' least-squares line (rad/s; the detailed model's rack driver)
-        self._steering_ns = None
-        self._recent = deque(maxlen=STEERING_FIT_SAMPLES)  # (stamp ns, angle rad) of the last steering samples
+        self._recent = deque(maxlen=STEERING_FIT_SAMPLES)  # (stamp ns, angle rad) of the last steering samples, newest last
         self.torque = np.zeros(4)
+        self._drive_brake = (np.zeros(4), np.zeros(4))  # the torque split by direction of rotation (apply)
         self.direction = np.ones(4)  # sign of each wheel's last measured rate above DIRECTION_MIN_RATE_RAD_S (+1: forward)
         self.torques_known = False  # a torque was measured (else the model's zero torques are a guess)
         self._changed = True
 
     def take(self, sample) -> None:
         if isinstance(sample, SteeringSample) and math.isfinite(sample.steering_wheel_angle_rad):
-            if self._steering_ns is not None and sample.stamp_ns <= self._steering_ns:
+            if self._recent and sample.stamp_ns <= self._recent[-1][0]:
                 return  # out of order: the newer angle stays
-            self.steering, self._steering_ns = sample.steering_wheel_angle_rad, sample.stamp_ns
             self._recent.append((sample.stamp_ns, sample.steering_wheel_angle_rad))
             self.steering_rate = self._fitted_rate()
             self._changed = True
@@ -169,10 +167,12 @@ class ModelInputs:
     def steering_at(self, t_ns: int | None) -> float:
         """Steering-wheel angle (rad) at ``t_ns``: the newest sample moved along the fitted rate, at most
         STEERING_LEAD_MAX_S ahead of it; the newest sample itself for ``t_ns`` None or before it."""
-        if t_ns is None or self._steering_ns is None or self.steering_rate == 0.0:
-            return self.steering
-        lead_s = min(max(t_ns - self._steering_ns, 0), STEERING_LEAD_MAX_S * 1e9) * 1e-9
-        return self.steering + self.steering_rate * lead_s
+        if not self._recent:
+            return 0.0
+        stamp_ns, angle = self._recent[-1]
+        if t_ns is None:
+            return angle
+        return angle + self.steering_rate * min(max(t_ns - stamp_ns, 0), STEERING_LEAD_MAX_S * 1e9) * 1e-9
 
     def apply(self, vehicle, t_ns: int | None = None) -> None:
         """Set the inputs on ``vehicle`` for a step centred on ``t_ns`` (ns; None: the newest samples as they are)."""
