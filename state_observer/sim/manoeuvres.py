@@ -251,6 +251,11 @@ def make_manoeuvre(name: str, **parameters) -> Manoeuvre:
 
 
 # ----- driver ------------------------------------------------------------------------------------------
+SLIP_TARGET = 0.1  # traction control and ABS hold each wheel's slip ratio about this (a tire's peak lies at 0.1-0.2)
+SLIP_CONTROL_MIN_SPEED_M_S = 1.0  # below it slip ratios say little (their denominator is the speed) and nothing is cut
+SLIP_CONTROL_GAIN_PER_S = 20.0  # share of the demanded torque cut per second at twice the target slip
+
+
 class Driver:
     """Steering (pure pursuit or open loop) and pedals (PI speed control or phases) for a vehicle.
 
@@ -271,6 +276,7 @@ class Driver:
         self.lookahead_s, self.min_lookahead = lookahead_s, min_lookahead_m
         self._integral = 0.0
         self._last_steer = None
+        self._torque_share = np.ones(4)  # what traction control and ABS let through of each wheel's torque
 
     def steering_wheel_angle(self, t: float, position_xy: np.ndarray, yaw_rad: float, speed_m_s: float) -> float:
         if self.m.steering is not None:
@@ -286,8 +292,29 @@ class Driver:
             delta_sw = self.ratio * delta
         return float(np.clip(delta_sw, -self.max_steering, self.max_steering))
 
-    def torques(self, t: float, speed_m_s: float, dt_s: float) -> tuple[np.ndarray, np.ndarray]:
-        """Per-wheel drive torque (N m) and brake torque magnitude (N m)."""
+    def torques(self, t: float, speed_m_s: float, dt_s: float, slip_ratio: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Per-wheel drive torque (N m) and brake torque magnitude (N m).  The pedal phases ask for full torque: given
+        the wheels' slip ratios, the car's traction control and ABS let through what the tires carry
+        (:meth:`_limit_slip`).  The speed controller asks only for what tracks its target and is passed as it is."""
+        drive, brake = self._demanded(t, speed_m_s, dt_s)
+        if slip_ratio is None or self.m.pedal is None:
+            return drive, brake
+        return self._limit_slip(drive, brake, np.asarray(slip_ratio, float), speed_m_s, dt_s)
+
+    def _limit_slip(self, drive: np.ndarray, brake: np.ndarray, slip: np.ndarray, speed_m_s: float, dt_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """Traction control and ABS, as on every car sold in the EU since 2014: each wheel's share of its demanded torque
+        is an integral controller on its slip ratio s_x = (r_D Omega - v_x) / |v_x| in the sense its torque drives it
+        (spinning under drive, locking under the brake), d share / dt = -``SLIP_CONTROL_GAIN_PER_S`` (s - s*) / s*,
+        s* = ``SLIP_TARGET``, clipped to 0-1: a wheel below the target gets its full demand back.  Without it the
+        full-drive phase of ``accelerate_brake`` spun the front wheels up to 800 m/s and the full brake locked them."""
+        direction = 1.0 if speed_m_s >= 0.0 else -1.0
+        driving = np.where(brake > 0.0, -direction * slip, np.sign(drive) * slip)  # slip in the sense the torque drives it
+        excess = np.where(abs(speed_m_s) > SLIP_CONTROL_MIN_SPEED_M_S, (driving - SLIP_TARGET) / SLIP_TARGET, -1.0)
+        self._torque_share = np.clip(self._torque_share - SLIP_CONTROL_GAIN_PER_S * excess * dt_s, 0.0, 1.0)
+        return drive * self._torque_share, brake * self._torque_share
+
+    def _demanded(self, t: float, speed_m_s: float, dt_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """The torques the manoeuvre asks for: its pedal phases, or the PI speed control."""
         if self.m.pedal is not None:
             drive_frac, brake_frac = self.m.pedal(t, speed_m_s)
             return drive_frac * self.max_drive * self.driven, brake_frac * self.max_brake

@@ -84,7 +84,7 @@ def run(vehicle, manoeuvre: Manoeuvre, progress: Callable[[float, float], None] 
             applied = replay[k]
         else:
             sw = driver.steering_wheel_angle(t, truth.position_enu_m[:2], yaw, abs(speed))
-            drive, brake = driver.torques(t, speed, dt)
+            drive, brake = driver.torques(t, speed, dt, truth.slip_ratio)
             applied = VehicleInputs(sw, (sw - previous_sw) / dt, drive, brake)
             previous_sw = sw
         vehicle.set_inputs(applied.steering_wheel_rad, applied.drive_torque_n_m, applied.brake_torque_n_m, steering_rate_rad_s=applied.steering_rate_rad_s)
