@@ -72,6 +72,9 @@ class SpiSettings:
     force_balance_sigma_n: float = 150.0  # noise of one window's force balance
     force_balance_relative: float = 0.1  # plus this share of the lateral forces' projection on the heading
     mass_min_acceleration_m_s2: float = 0.5  # windows with less longitudinal acceleration update the resistance only
+    mass_max_acceleration_change_m_s2: float = 1.0  # an acceleration that moved more from one window to the next
+    mass_settle_s: float = 0.3  # holds the mass and resistance this long (the body's pitch settles)
+    torque_relative: float = 0.05  # the torques' share of error (torque map or brake gain, loaded radius, wheel inertia)
     mass_bounds: tuple = (0.5, 2.0)  # times the initial mass
     mass_converged: float = 0.03  # 1-sigma below this share of the mass: converged
     # friction
@@ -150,6 +153,8 @@ class VehicleSPI(VehicleErrorEKF):
         self._inverse_cornering = 1.0 / scales  # the estimator's state: 1 / scale per axle, and its covariance
         self._P_inverse_cornering = np.diag(sp.cornering_sigma**2 / scales**4)
         self._mass_seen = False
+        self._last_window_a = math.nan  # the previous window's acceleration (m/s^2): the mass counts only steady ones
+        self._unsteady_until_s = -math.inf
         self._window = _Window()
         self._steps = 0
         self._t0 = v.solver.t if v.solver is not None else 0.0
@@ -220,21 +225,31 @@ class VehicleSPI(VehicleErrorEKF):
         t = v.solver.t
         # mass
         self.P_mass += np.diag([sp.mass_walk_kg_per_sqrt_s**2, sp.resistance_walk_n_per_sqrt_s**2]) * dt
-        if w.mass_n and not w.stopped:
+        if not w.mass_n or w.stopped:
+            self._last_window_a = math.nan
+        else:
             a, y, lateral, traction, turning = w.mass_sum / w.mass_n
             # excitation: a change of speed the wheel torques drive (not the cornering drag of a coasting car, nor the
             # turning part of the acceleration, whose sideslip the mass would then absorb: on the harness' step steer at
             # constant speed it took the mass from 1501 to 905 kg in 8 s)
             speed_change = a - turning
-            excited = (abs(speed_change) >= sp.mass_min_acceleration_m_s2 and abs(turning) < 0.25 * abs(speed_change)
+            # and a steady one: after the acceleration steps (a brake applied) the body pitches, which the acceleration
+            # of the chassis' origin does not count, and the wheels' spin, the tires' relaxation and the torque samples'
+            # age break the balance for a while (the first 0.2 s of a brake with ABS read 870-1290 kg for 1501)
+            if not abs(a - self._last_window_a) <= sp.mass_max_acceleration_change_m_s2:
+                self._unsteady_until_s = t + sp.mass_settle_s
+            self._last_window_a = a
+            steady = t >= self._unsteady_until_s
+            excited = (steady and abs(speed_change) >= sp.mass_min_acceleration_m_s2 and abs(turning) < 0.25 * abs(speed_change)
                        and traction >= 0.5 * self.mass[0] * abs(a) and lateral < 0.3 * traction)
             # without longitudinal excitation the window says nothing of the mass: it updates the resistance alone
+            # (the resistance too: through its correlation with the mass, a broken balance moves both)
             H = np.array([a, 1.0]) if excited else np.array([0.0, 1.0])
             y = y if excited else y - a * self.mass[0]
-            S = H @ self.P_mass @ H + (sp.force_balance_sigma_n + sp.force_balance_relative * lateral) ** 2
+            S = H @ self.P_mass @ H + (sp.force_balance_sigma_n + sp.force_balance_relative * lateral + sp.torque_relative * traction) ** 2
             K = self.P_mass @ H / S
             innovation = y - H @ self.mass
-            if innovation**2 / S < 25.0:
+            if steady and innovation**2 / S < 25.0:
                 self.mass = self.mass + K * innovation
                 self.P_mass = self.P_mass - np.outer(K, H @ self.P_mass)
                 self._mass_seen = self._mass_seen or excited
