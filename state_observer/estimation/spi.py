@@ -242,8 +242,8 @@ class VehicleSPI(VehicleErrorEKF):
             steady = t >= self._unsteady_until_s
             excited = (steady and abs(speed_change) >= sp.mass_min_acceleration_m_s2 and abs(turning) < 0.25 * abs(speed_change)
                        and traction >= 0.5 * self.mass[0] * abs(a) and lateral < 0.3 * traction)
-            # without longitudinal excitation the window says nothing of the mass: it updates the resistance alone
-            # (the resistance too: through its correlation with the mass, a broken balance moves both)
+            # without longitudinal excitation the window says nothing of the mass: it updates the resistance alone; an
+            # unsteady window updates neither (through the resistance's correlation with the mass it moved both)
             H = np.array([a, 1.0]) if excited else np.array([0.0, 1.0])
             y = y if excited else y - a * self.mass[0]
             S = H @ self.P_mass @ H + (sp.force_balance_sigma_n + sp.force_balance_relative * lateral + sp.torque_relative * traction) ** 2
