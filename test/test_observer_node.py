@@ -185,6 +185,43 @@ def test_node_matches_process_and_follows_rep_103_105(ros, circle_bag, tmp_path)
     assert node.latency_statistics()["count"] > 1000
 
 
+@pytest.fixture(scope="module")
+def launch_bag(tmp_path_factory) -> Path:
+    """4.4 s of full throttle from 5 m/s (through the simulated car's traction control), with ground truth."""
+    from state_observer.io.record import simulate_command
+
+    out = tmp_path_factory.mktemp("bags") / "launch"
+    assert simulate_command("accelerate_brake", out, duration_s=4.4, seed=5) == 0
+    return out
+
+
+@pytest.mark.slow  # processes or feeds a whole drive (see conftest.py)
+def test_a_parameter_held_at_a_bound_is_published_and_warned(ros, launch_bag):
+    """Issue 15: a mass given as 600 kg for a car of 1501 kg. The torque balance wants the mass beyond its upper bound
+    (twice the start): /state_observer/parameters says "at a bound" and gives the bound, /diagnostics warns and names
+    the parameter."""
+    from state_observer.estimation.spi import AT_BOUND, NOT_OBSERVABLE
+    from state_observer.ros.observer_node import ObserverNode
+
+    node = ObserverNode(context=ros.context, parameter_overrides=_overrides(launch_bag, **{"model.parameters_after_s": 1.0,
+                                                                                           "model.initial_mass_kg": 600.0}))
+    ros.executor.add_node(node)
+    ros._nodes.append(node)
+    collector, feeder = Collector(ros, node), Feeder(ros, node)
+    feeder.play(launch_bag)
+    observer_status = lambda: _statuses(collector).get("state_observer: observer", (0, ""))  # noqa: E731
+    assert ros.spin_until(lambda: "held at a bound" in observer_status()[1]), observer_status()
+    assert observer_status()[0] == 1 and "mass" in observer_status()[1]  # WARN, naming the mass
+    values = {s.name: {kv.key: kv.value for kv in s.values} for s in collector.messages["diagnostics"][-1].status}["state_observer: observer"]
+    assert values["mass status"] == "at a bound"
+    params = collector.messages["parameters"][-1]
+    assert params.mass_status == AT_BOUND and params.mass_status == params.AT_BOUND
+    assert (params.mass_min_kg, params.mass_max_kg) == pytest.approx((300.0, 1200.0))
+    assert params.mass_kg == pytest.approx(params.mass_max_kg)
+    assert params.friction_status == NOT_OBSERVABLE  # no tire saturated: nothing but the prior and the lower bound
+    assert collector.messages["parameters"][0].mass_status == NOT_OBSERVABLE  # before estimation started
+
+
 def _imu(store, stamp_ns, frame="imu_link", gyro=(0.0, 0.0, 0.0), accel=(0.0, 0.0, 9.81), cov=0.0001):
     from state_observer.io.convert import imu_to_msg
     from state_observer.sensors.samples import ImuSample

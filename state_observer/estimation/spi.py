@@ -153,6 +153,9 @@ class VehicleSPI(VehicleErrorEKF):
         self._inverse_cornering = 1.0 / scales  # the estimator's state: 1 / scale per axle, and its covariance
         self._P_inverse_cornering = np.diag(sp.cornering_sigma**2 / scales**4)
         self._mass_seen = False
+        # parameters whose last update from data wanted to go beyond a bound: "at a bound" even where an update of a
+        # correlated state (the resistance, the other axle) has since moved them a little off it
+        self._against_bound = {"mass": False, "cornering_front": False, "cornering_rear": False}
         self._last_window_a = math.nan  # the previous window's acceleration (m/s^2): the mass counts only steady ones
         self._unsteady_until_s = -math.inf
         self._window = _Window()
@@ -225,6 +228,7 @@ class VehicleSPI(VehicleErrorEKF):
         t = v.solver.t
         # mass
         self.P_mass += np.diag([sp.mass_walk_kg_per_sqrt_s**2, sp.resistance_walk_n_per_sqrt_s**2]) * dt
+        lo_m, hi_m = (b * self._initial_mass for b in sp.mass_bounds)
         if not w.mass_n or w.stopped:
             self._last_window_a = math.nan
         else:
@@ -253,8 +257,9 @@ class VehicleSPI(VehicleErrorEKF):
                 self.mass = self.mass + K * innovation
                 self.P_mass = self.P_mass - np.outer(K, H @ self.P_mass)
                 self._mass_seen = self._mass_seen or excited
-        lo, hi = (b * self._initial_mass for b in sp.mass_bounds)
-        self.mass[0] = min(max(self.mass[0], lo), hi)
+                if excited:  # the data said where the mass is: inside its bounds, or beyond one
+                    self._against_bound["mass"] = not lo_m < self.mass[0] < hi_m
+        self.mass[0] = min(max(self.mass[0], lo_m), hi_m)
         if abs(self.mass[0] - v.total_mass_kg) > 0.1:
             v.set_total_mass(self.mass[0])
         # friction
@@ -310,6 +315,8 @@ class VehicleSPI(VehicleErrorEKF):
             x += K @ (alpha - H @ x)
             P[:] = (np.eye(2) - K @ H) @ P
             lo, hi = sp.cornering_bounds
+            for a in seen:
+                self._against_bound[("cornering_front", "cornering_rear")[a]] = not 1.0 / hi < x[a] < 1.0 / lo
             np.clip(x, 1.0 / hi, 1.0 / lo, out=x)
             self._cornering_seen[seen] = True
 
@@ -408,10 +415,10 @@ class VehicleSPI(VehicleErrorEKF):
         mass_sigma, mu_sigma = self.parameter_sigma()
         lo, hi = (b * self._initial_mass for b in sp.mass_bounds)
 
-        def status(seen: bool, value: float, bounds: tuple, sigma: float, converged: float) -> int:
+        def status(seen: bool, value: float, bounds: tuple, sigma: float, converged: float, against: bool = False) -> int:
             if not seen:
                 return NOT_OBSERVABLE
-            if value <= bounds[0] + 1e-9 or value >= bounds[1] - 1e-9:
+            if against or value <= bounds[0] + 1e-9 or value >= bounds[1] - 1e-9:
                 return AT_BOUND
             return CONVERGED if sigma < converged else CONVERGING
 
@@ -419,14 +426,16 @@ class VehicleSPI(VehicleErrorEKF):
         mu_seen = started and v.solver.t - self._mu_seen_s < sp.lower_bound_window_s
         report = {
             "mass": dict(value=float(self.mass[0]), sigma=float(mass_sigma), bounds=(lo, hi),
-                         status=status(started and self._mass_seen, self.mass[0], (lo, hi), mass_sigma, sp.mass_converged * self.mass[0])),
+                         status=status(started and self._mass_seen, self.mass[0], (lo, hi), mass_sigma, sp.mass_converged * self.mass[0],
+                                       self._against_bound["mass"])),
             "friction": dict(value=float(self.mu), sigma=float(mu_sigma), bounds=sp.mu_bounds, lower_bound=float(self.mu_lower_bound),
                              status=status(mu_seen, self.mu, sp.mu_bounds, mu_sigma, sp.mu_converged)),
         }
         for a, name in enumerate(("cornering_front", "cornering_rear")):
             sigma = math.sqrt(self.P_cornering[a] + (sp.cornering_model_sigma * self.cornering[a]) ** 2)
             report[name] = dict(value=float(self.cornering[a]), sigma=sigma, bounds=sp.cornering_bounds,
-                                status=status(started and self._cornering_seen[a], self.cornering[a], sp.cornering_bounds, sigma, sp.cornering_converged))
+                                status=status(started and self._cornering_seen[a], self.cornering[a], sp.cornering_bounds, sigma, sp.cornering_converged,
+                                              self._against_bound[name]))
         return report
 
 
