@@ -74,12 +74,6 @@ class SpiSettings:
     mass_min_acceleration_m_s2: float = 0.5  # windows with less longitudinal acceleration update the resistance only
     mass_max_acceleration_change_m_s2: float = 1.0  # an acceleration that moved more from one window to the next
     mass_settle_s: float = 0.3  # holds the mass and resistance this long (the body's pitch settles)
-    torque_relative: float = 0.05  # the torques' share of error (torque map or brake gain, loaded radius, wheel inertia)
-    # a window's force-balance error lasts about this long (the body's pitch, ABS cycles): each window counts as that
-    # share of an independent one (R x time / window), as the cornering windows do.  Counted as independent, the final
-    # masses of tuning seeds 100-102 (speed changes, brake in turn) lay up to 3.2 sigma from the truth, 3 of 6 beyond
-    # 2; with 0.2 s all within 1.6 sigma, the errors unchanged (mean 1.9 -> 1.7 %)
-    mass_error_time_s: float = 0.2
     mass_bounds: tuple = (0.5, 2.0)  # times the initial mass
     mass_converged: float = 0.03  # 1-sigma below this share of the mass: converged
     # friction
@@ -255,8 +249,7 @@ class VehicleSPI(VehicleErrorEKF):
             # unsteady window updates neither (through the resistance's correlation with the mass it moved both)
             H = np.array([a, 1.0]) if excited else np.array([0.0, 1.0])
             y = y if excited else y - a * self.mass[0]
-            R = (sp.force_balance_sigma_n + sp.force_balance_relative * lateral + sp.torque_relative * traction) ** 2
-            S = H @ self.P_mass @ H + R * max(1.0, sp.mass_error_time_s / dt)  # correlated windows, as the cornering's
+            S = H @ self.P_mass @ H + (sp.force_balance_sigma_n + sp.force_balance_relative * lateral) ** 2
             K = self.P_mass @ H / S
             innovation = y - H @ self.mass
             if steady and innovation**2 / S < 25.0:
