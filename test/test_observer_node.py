@@ -187,11 +187,12 @@ def test_node_matches_process_and_follows_rep_103_105(ros, circle_bag, tmp_path)
 
 @pytest.fixture(scope="module")
 def launch_bag(tmp_path_factory) -> Path:
-    """4.4 s of full throttle from 5 m/s (through the simulated car's traction control), with ground truth."""
+    """6 s of full throttle from 5 m/s, then full brake (through the simulated car's traction control and ABS), with
+    ground truth: two accelerations, which tell the mass from the resistance."""
     from state_observer.io.record import simulate_command
 
     out = tmp_path_factory.mktemp("bags") / "launch"
-    assert simulate_command("accelerate_brake", out, duration_s=4.4, seed=5) == 0
+    assert simulate_command("accelerate_brake", out, duration_s=6.0, seed=5) == 0
     return out
 
 
