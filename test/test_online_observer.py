@@ -213,6 +213,38 @@ def test_the_steering_angle_is_carried_over_its_latency_along_its_rate():
     assert model.steering == -0.3 and model.steering_rate == 0.0
 
 
+def test_a_steering_sensor_offset_is_taken_off_every_sample(scenario):
+    """model.steering_offset_rad: a steering sensor that reads 1.5 deg of steering-wheel angle with the wheels straight
+    ahead (a sensor zeroed off centre) gives, with that offset set, the estimate of a sensor zeroed right (the same
+    model steering at every step); without it the model steers by the offset (0.1 deg at the wheels) and the estimate
+    differs.  Out of its range the setting is refused by name."""
+    from state_observer.errors import ConfigError
+    from state_observer.estimation.online import OnlineSettings
+    from state_observer.sensors.samples import SteeringSample
+
+    desc, config, truths, samples = scenario
+    offset = math.radians(1.5)
+    shifted = [s._replace(steering_wheel_angle_rad=s.steering_wheel_angle_rad + offset) if isinstance(s, SteeringSample) else s
+               for s in samples[:3000]]
+
+    def run(feed, **settings):
+        obs = _observer(desc, config, start_mode="pose", start_pose=(1.0, -50.0, 0.0, 15.0), **settings)
+        steering = []
+        for s in feed:
+            if obs.feed(s) and obs.started:
+                steering.append(obs.vehicle.steering_wheel_angle_rad)
+        return np.array(steering), obs.estimate().state.angular_velocity_body_rad_s[2]
+
+    zeroed, zeroed_rate = run(samples[:3000])
+    corrected, corrected_rate = run(shifted, steering_offset_rad=offset)
+    uncorrected, _ = run(shifted)
+    assert len(zeroed) > 500 and len(corrected) == len(zeroed) == len(uncorrected)
+    assert np.max(np.abs(corrected - zeroed)) < 1e-12 and corrected_rate == pytest.approx(zeroed_rate, abs=1e-9)
+    assert np.median(uncorrected - zeroed) == pytest.approx(offset, rel=0.05)
+    with pytest.raises(ConfigError, match="steering_offset_rad"):
+        OnlineSettings(steering_offset_rad=0.6)
+
+
 def test_a_measured_torque_against_the_rotation_brakes_and_along_it_drives():
     """The net wheel torque (drive - brake * sign(rate)) is split by the wheels' direction of rotation: forward a
     negative torque brakes; reversing a negative torque drives and a positive one brakes (issue 13 item 9)."""

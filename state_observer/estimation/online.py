@@ -66,6 +66,7 @@ class OnlineSettings:
     initial_mass_kg: float = 0.0  # model mass; 0: the vehicle file's
     initial_friction: float = 0.0  # model friction coefficient before it is estimated; 0: the vehicle file's
     parameters_after_s: float = 10.0  # spi_reduced: parameter estimation starts this long after the start
+    steering_offset_rad: float = 0.0  # the steering-wheel angle the sensor reads with the wheels straight ahead (subtracted)
     use_message_covariance: bool = True  # False: always the sigmas below
     gnss_horizontal_sigma_m: float = 1.8  # used when a fix has no usable covariance
     gnss_vertical_sigma_m: float = 2.6
@@ -95,6 +96,8 @@ class OnlineSettings:
         need(self.initial_mass_kg == 0 or 50 <= self.initial_mass_kg <= 1e5, "initial_mass_kg", "must be 0 (vehicle file) or 50-100000 kg")
         need(self.initial_friction == 0 or 0.1 <= self.initial_friction <= 1.5, "initial_friction", "must be 0 (vehicle file) or within 0.1-1.5")
         need(0.0 <= self.parameters_after_s <= 3600.0, "parameters_after_s", "must be within 0-3600 s")
+        need(isinstance(self.steering_offset_rad, (int, float)) and abs(self.steering_offset_rad) <= 0.5, "steering_offset_rad",
+             "must be within -0.5 and 0.5 rad of steering-wheel angle")
         for name in ("gnss_horizontal_sigma_m", "gnss_vertical_sigma_m", "gnss_velocity_sigma_m_s", "gyro_sigma_rad_s",
                      "accel_sigma_m_s2", "wheel_rate_sigma_rad_s", "start_min_speed_m_s", "start_min_distance_m", "max_delay_s", "time_jump_s"):
             value = getattr(self, name)
@@ -125,7 +128,8 @@ class ModelInputs:
     rotation). A torque against the wheel's last measured direction of rotation is applied as a brake (which the
     model holds at standstill), one along it as a drive: forward, a negative torque brakes; reversing, it drives."""
 
-    def __init__(self):
+    def __init__(self, steering_offset_rad: float = 0.0):
+        self.steering_offset_rad = steering_offset_rad  # the sensor's reading with the wheels straight ahead (rad)
         self.steering_rate = 0.0  # slope of the last samples' least-squares line (rad/s; the detailed model's rack driver)
         self._recent = deque(maxlen=STEERING_FIT_SAMPLES)  # (stamp ns, angle rad) of the last steering samples, newest last
         self.torque = np.zeros(4)
@@ -138,7 +142,7 @@ class ModelInputs:
         if isinstance(sample, SteeringSample) and math.isfinite(sample.steering_wheel_angle_rad):
             if self._recent and sample.stamp_ns <= self._recent[-1][0]:
                 return  # out of order: the newer angle stays
-            self._recent.append((sample.stamp_ns, sample.steering_wheel_angle_rad))
+            self._recent.append((sample.stamp_ns, sample.steering_wheel_angle_rad - self.steering_offset_rad))
             self.steering_rate = self._fitted_rate()
             self._changed = True
         elif isinstance(sample, WheelSample):
@@ -293,7 +297,7 @@ class OnlineObserver:
         self.screen.last_stamp.clear()
         self._behind = 0
         self._ahead: list[tuple[str, int]] = []  # (stream, stamp) of the samples in a row stamped more than time_jump_s ahead
-        self._inputs = ModelInputs()
+        self._inputs = ModelInputs(self.settings.steering_offset_rad)
         self._standstill = StandstillDetector()
         self._startup = Startup(self.settings, self.mounts, self._mean_radius_m, self.events)  # the datum and start-up state
 
@@ -571,7 +575,7 @@ class OpenLoop:
         self.t_ns: int | None = None
         self.failed: str | None = None
         self.wall_s = 0.0  # time spent in feed (s)
-        self._inputs = ModelInputs()
+        self._inputs = ModelInputs(observer.settings.steering_offset_rad)
         self._queue: list[tuple[int, int, object]] = []
         self._order = 0
         self._due_ns: int | None = None
