@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -152,6 +153,53 @@ def test_custom_joint_names_via_parameters_end_to_end(bags, joint_params, tmp_pa
                for line in lines)
     assert any("/steering_state (steering): all 601 messages dropped: JointState has no steering joint steering_wheel_joint "
                "(joints found: steer)" in line for line in lines)
+
+
+def test_check_measures_the_steering_sensors_zero_and_says_what_to_set(tmp_path, capsys):
+    """A steering sensor zeroed 1.5 deg off centre: check measures its reading on the straight stretch by the GNSS
+    course (before the step steer, 1.6 s at 22 m/s), warns naming the value to set, and is quiet once
+    model.steering_offset_rad says it; a sensor zeroed right is measured at zero and not warned of."""
+    import math
+
+    from state_observer.io.record import simulate_command
+
+    good = tmp_path / "step"
+    assert simulate_command("step_steer", good, duration_s=8.0, seed=1) == 0
+    offset = math.radians(1.5)
+
+    def biased(topic, i, msg):
+        if topic == "/steering_state":
+            msg.position = msg.position + offset
+        return msg
+
+    off = rewrite(good, tmp_path / "off_centre", biased)
+    code, out, err = _run(capsys, "check", good)
+    assert code == 0 and out.strip().splitlines()[-1].startswith("verdict: OK: every message"), out
+    line = next(x for x in out.splitlines() if "straight ahead:" in x)
+    assert abs(float(line.split("reads ")[1].split(" deg")[0])) <= 0.1, line
+    code, out, err = _run(capsys, "check", off)
+    assert code == 0
+    verdict = out.strip().splitlines()[-1]
+    assert "/steering_state (steering) reads +1.5" in verdict and "set model.steering_offset_rad: 0.02" in verdict, verdict
+    measured = float(verdict.split("set model.steering_offset_rad: ")[1].split()[0])
+    assert measured == pytest.approx(offset, abs=math.radians(0.1))
+    params = tmp_path / "offset.yaml"
+    params.write_text(f"observer_node:\n  ros__parameters:\n    model:\n      steering_offset_rad: {measured}\n")
+    code, out, err = _run(capsys, "check", off, "--params", params)
+    assert code == 0 and out.strip().splitlines()[-1].startswith("verdict: OK: every message"), out
+    assert f"model.steering_offset_rad is {measured:.4f} rad" in out
+
+
+def test_straight_ahead_steering_is_not_measured_without_gnss_velocity_or_straight_driving():
+    from state_observer.io.check import straight_ahead_steering
+
+    steering = [(k * 10_000_000, 0.01) for k in range(500)]
+    assert straight_ahead_steering([], steering) is None
+    turning = [(k * 100_000_000, 20.0 * math.cos(0.3 * k * 0.1), 20.0 * math.sin(0.3 * k * 0.1)) for k in range(50)]  # 17 deg/s
+    assert straight_ahead_steering(turning, steering) is None
+    straight = [(k * 100_000_000, 20.0, 0.0) for k in range(50)]
+    result = straight_ahead_steering(straight, steering)
+    assert result is not None and result.offset_rad == pytest.approx(0.01) and result.samples >= 400
 
 
 def test_joint_names_are_parameters_of_the_generated_yaml():

@@ -11,9 +11,15 @@ Besides, per stream it describes what the bag holds: type, count and rate, frame
 the expected ones, covariances, stamp order, header stamp to log time, GNSS fix status, non-finite fields.  The
 verdict fails when a stream the observer reads would be wholly dropped, has the wrong type, or when a GNSS start has
 no fixes.
+
+With GNSS velocity it also measures the steering sensor's zero (:func:`straight_ahead_steering`): the model steers by
+what the sensor reads, so a sensor zeroed off centre steers the model off the road's line (harness: 1.5 deg of
+steering-wheel angle took the sideslip error of a steady circle from 0.04 to 0.12 deg), and ``model.steering_offset_rad``
+takes it off.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..estimation.intake import STREAMS, InputLimits, SampleScreen, StreamCounter, stream_losses
+from ..sensors.samples import GnssVelocity, SteeringSample
 from .bag import bag_info, read_messages
 from .convert import SENSOR_MSGTYPES, IoError, stamp_to_ns
 from .params import ObserverConfig, load_config
@@ -113,6 +120,7 @@ class BagCheck:
     streams: list[StreamCheck]
     failures: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    straight_ahead: "StraightAhead | None" = None  # the steering sensor's reading while the car drives straight
 
     @property
     def ok(self) -> bool:
@@ -167,6 +175,8 @@ class BagCheck:
                        + (f"; missing: {', '.join(missing)}" if missing else ""))
         if s.covariances:
             out.append(f"  covariances: {_counts(s.covariances)}")
+        if s.kind == "steering":
+            out.append(self._straight_ahead_line())
         if s.fix_status:
             out.append(f"  fix status: {', '.join(f'{k} {100 * n / s.count:.0f} %' for k, n in s.fix_status.most_common())}")
         out.append(f"  non-finite fields: {_counts(s.nonfinite) if s.nonfinite else 'none'}")
@@ -181,6 +191,77 @@ class BagCheck:
             if key != "received" and not key.startswith("dropped"):
                 out.append(f"  note: {key}: {n}")
         return out
+
+
+    def _straight_ahead_line(self) -> str:
+        a, configured = self.straight_ahead, self.config.settings.steering_offset_rad
+        if a is None:
+            return (f"  straight ahead: not measured (needs GNSS velocity and {STRAIGHT_MIN_SAMPLES} steering samples while the "
+                    f"car drives straight at {STRAIGHT_MIN_SPEED_M_S:g} m/s or more)")
+        return (f"  straight ahead: reads {math.degrees(a.offset_rad):+.2f} deg +- {math.degrees(a.sigma_rad):.2f} ({a.samples} samples over "
+                f"{a.seconds:.1f} s of straight driving by the GNSS course); model.steering_offset_rad is {configured:.4f} rad")
+
+
+STRAIGHT_MIN_SPEED_M_S = 8.0  # straight_ahead_steering: slower, the steering of a straight line is lost in the driver's
+STRAIGHT_WINDOW_S = 2.0  # corrections; the course rate is the slope of the GNSS course over this window
+STRAIGHT_MAX_COURSE_RATE_RAD_S = math.radians(1.0)
+STRAIGHT_MIN_SAMPLES = 100
+STEERING_OFFSET_WARN_RAD = math.radians(0.5)  # a measured zero further than this from model.steering_offset_rad is warned of
+
+
+@dataclass(frozen=True)
+class StraightAhead:
+    """The steering-wheel angle (rad) the sensor reads with the wheels straight ahead, its 1-sigma, and what it is
+    measured on (steering samples, seconds of straight driving)."""
+
+    offset_rad: float
+    sigma_rad: float
+    samples: int
+    seconds: float
+
+
+def straight_ahead_steering(velocity: list, steering: list) -> StraightAhead | None:
+    """The steering sensor's zero from the bag alone: the intercept of the least-squares line of the steering-wheel
+    angle against the path's curvature (the GNSS course's rate over speed, rad/m; its slope is the steering ratio times
+    the wheelbase), fitted where the car drives nearly straight: the course, fitted over STRAIGHT_WINDOW_S, turns by at
+    most STRAIGHT_MAX_COURSE_RATE_RAD_S, at STRAIGHT_MIN_SPEED_M_S or faster.  ``velocity``: (stamp ns, east, north m/s)
+    of the GNSS velocity; ``steering``: (stamp ns, angle rad).  The course, not the gyroscope, tells straight driving:
+    a gyroscope's bias (0.3 deg/s at 20 m/s is 0.6 deg of steering-wheel angle) would bias the zero.  None with fewer
+    than STRAIGHT_MIN_SAMPLES samples on straight stretches."""
+    if len(velocity) < 5 or len(steering) < STRAIGHT_MIN_SAMPLES:
+        return None
+    v = np.array(sorted(velocity), dtype=float)
+    t, speed = v[:, 0] * 1e-9, np.hypot(v[:, 1], v[:, 2])
+    course = np.unwrap(np.arctan2(v[:, 2], v[:, 1]))
+    half = 0.5 * STRAIGHT_WINDOW_S
+    lo, hi = np.searchsorted(t, t - half), np.searchsorted(t, t + half, side="right")
+    curvature = np.full(len(t), np.nan)  # rad/m where the car drives straight, else NaN
+    for i in range(len(t)):
+        window = slice(lo[i], hi[i])
+        if hi[i] - lo[i] < 5 or speed[window].min() < STRAIGHT_MIN_SPEED_M_S:
+            continue
+        rate = np.polyfit(t[window], course[window], 1)[0]
+        if abs(rate) <= STRAIGHT_MAX_COURSE_RATE_RAD_S:
+            curvature[i] = rate / speed[i]
+    period = float(np.median(np.diff(t))) if len(t) > 1 else 0.0
+    st = np.array(sorted(steering), dtype=float)
+    ts, angle = st[:, 0] * 1e-9, st[:, 1]
+    nearest = np.clip(np.searchsorted(t, ts), 1, len(t) - 1)
+    nearest -= (ts - t[nearest - 1]) < (t[nearest] - ts)  # the GNSS instant nearest each steering sample
+    close = np.abs(t[nearest] - ts) <= max(period, 0.05)
+    kappa = np.where(close, curvature[nearest], np.nan)
+    keep = np.isfinite(kappa) & np.isfinite(angle)
+    if keep.sum() < STRAIGHT_MIN_SAMPLES:
+        return None
+    A = np.column_stack([np.ones(int(keep.sum())), kappa[keep]])
+    coef, *_ = np.linalg.lstsq(A, angle[keep], rcond=None)
+    residual = angle[keep] - A @ coef
+    dof = max(int(keep.sum()) - 2, 1)
+    cov = np.linalg.pinv(A.T @ A) * float(residual @ residual) / dof
+    # the samples of one GNSS window share its curvature error: count the windows, not the samples, as independent
+    share = max(1.0, keep.sum() / max(np.isfinite(curvature).sum(), 1))
+    return StraightAhead(float(coef[0]), float(math.sqrt(max(cov[0, 0], 0.0) * share)), int(keep.sum()),
+                         float(np.isfinite(curvature).sum() * period))
 
 
 def _counts(counter) -> str:
@@ -207,6 +288,7 @@ def check_bag(bag: str | Path, config: ObserverConfig | None = None) -> BagCheck
     readable = {s.topic: s.kind for s in streams.values() if s.found_type == s.expected_type}
     counters = {kind: streams[kind].counters for kind in STREAMS}
     screen = SampleScreen(config.settings, mounts.imu_frame_id, InputLimits.of(desc), counters)
+    velocity, steering = [], []  # for straight_ahead_steering
     if readable:
         for topic, log_ns, msg in read_messages(bag, readable):
             kind = readable[topic]
@@ -220,7 +302,16 @@ def check_bag(bag: str | Path, config: ObserverConfig | None = None) -> BagCheck
             if sample is not None:
                 counters[kind]["received"] += 1  # as OnlineObserver.feed counts it
                 screen.take(kind, sample)
-    result = BagCheck(bag, config, mounts.imu_frame_id, mounts.gnss_frame_id, vehicle, list(streams.values()))
+                if isinstance(sample, GnssVelocity) and np.all(np.isfinite(sample.velocity_enu_m_s[:2])):
+                    velocity.append((sample.stamp_ns, float(sample.velocity_enu_m_s[0]), float(sample.velocity_enu_m_s[1])))
+                elif isinstance(sample, SteeringSample):
+                    steering.append((sample.stamp_ns, sample.steering_wheel_angle_rad))
+    result = BagCheck(bag, config, mounts.imu_frame_id, mounts.gnss_frame_id, vehicle, list(streams.values()),
+                      straight_ahead=straight_ahead_steering(velocity, steering))
+    a = result.straight_ahead
+    if a is not None and abs(a.offset_rad - config.settings.steering_offset_rad) > max(STEERING_OFFSET_WARN_RAD, 3.0 * a.sigma_rad):
+        result.warnings.append(f"{config.topics['steering']} (steering) reads {math.degrees(a.offset_rad):+.2f} deg while the car drives "
+                               f"straight ahead: the model steers by that; set model.steering_offset_rad: {a.offset_rad:.4f}")
     if not readable:
         result.failures.append(f"none of the sensor topics {', '.join(config.topics.values())} is in the bag "
                                f"(topics: {', '.join(sorted(info.topics)) or 'none'})")

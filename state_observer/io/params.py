@@ -57,7 +57,7 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("model.initial_mass_kg", 0.0, "model mass at the start (kg; 0: the vehicle file's)", 0.0, 1e5),
     Parameter("model.initial_friction", 0.0, "tire-road friction coefficient at the start (-); 0: the vehicle file's", 0.0, 1.5),
     Parameter("model.steering_offset_rad", 0.0, "the steering-wheel angle the steering sensor reads with the wheels straight ahead "
-              "(rad; subtracted from every sample: read it while the car drives straight ahead)", -0.5, 0.5),
+              "(rad; subtracted from every sample; `state-observer check` measures it on a bag with GNSS velocity)", -0.5, 0.5),
     Parameter("model.parameters_after_s", 10.0, "spi_reduced: parameter estimation (mass, friction, cornering stiffness) starts this long after the observer (s)", 0.0, 3600.0),
     Parameter("noise.use_message_covariance", True, "use the covariances in the messages where they are given (else always the sigmas below)"),
     Parameter("noise.gnss_horizontal_sigma_m", 1.8, "GNSS position 1-sigma east/north when a fix has no covariance (m)", 1e-3, 100.0),
