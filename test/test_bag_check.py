@@ -159,8 +159,6 @@ def test_check_measures_the_steering_sensors_zero_and_says_what_to_set(tmp_path,
     """A steering sensor zeroed 1.5 deg off centre: check measures its reading on the straight stretch by the GNSS
     course (before the step steer, 1.6 s at 22 m/s), warns naming the value to set, and is quiet once
     model.steering_offset_rad says it; a sensor zeroed right is measured at zero and not warned of."""
-    import math
-
     from state_observer.io.record import simulate_command
 
     good = tmp_path / "step"

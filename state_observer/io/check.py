@@ -192,7 +192,6 @@ class BagCheck:
                 out.append(f"  note: {key}: {n}")
         return out
 
-
     def _straight_ahead_line(self) -> str:
         a, configured = self.straight_ahead, self.config.settings.steering_offset_rad
         if a is None:
@@ -259,9 +258,9 @@ def straight_ahead_steering(velocity: list, steering: list) -> StraightAhead | N
     dof = max(int(keep.sum()) - 2, 1)
     cov = np.linalg.pinv(A.T @ A) * float(residual @ residual) / dof
     # the samples of one GNSS window share its curvature error: count the windows, not the samples, as independent
-    share = max(1.0, keep.sum() / max(np.isfinite(curvature).sum(), 1))
-    return StraightAhead(float(coef[0]), float(math.sqrt(max(cov[0, 0], 0.0) * share)), int(keep.sum()),
-                         float(np.isfinite(curvature).sum() * period))
+    windows = int(np.isfinite(curvature).sum())
+    share = max(1.0, keep.sum() / max(windows, 1))
+    return StraightAhead(float(coef[0]), float(math.sqrt(max(cov[0, 0], 0.0) * share)), int(keep.sum()), windows * period)
 
 
 def _counts(counter) -> str:
