@@ -294,7 +294,8 @@ def test_imu_noise_factor_follows_an_accelerometer_noisier_than_it_says(true_sig
 @pytest.mark.parametrize("speed", [15.0, 2.5])
 def test_plant_noise_across_the_heading_falls_with_the_square_of_a_low_speed(speed):
     """White acceleration along the heading at its intensity; across it the same above lateral_plant_speed_m_s (10 m/s)
-    and (v / 10)^2 of it below (at walking pace the steering geometry sets the slip angles)."""
+    and (v / 10)^2 of it below (at walking pace the steering geometry sets the slip angles); on the wheel spins (v / 20)^2
+    of theirs below spin_plant_speed_m_s (a spin error is a slip error d_omega r / v)."""
     s = ErrorEkfSettings()
     f = new_filter(s, speed_m_s=speed)
     assert f.predict()
@@ -304,6 +305,11 @@ def test_plant_noise_across_the_heading_falls_with_the_square_of_a_low_speed(spe
     speed_now = np.hypot(*f.vehicle.solver.qd[:2])
     assert along @ velocity_block @ along == pytest.approx(s.plant_sigma2[0], rel=1e-9)
     assert across @ velocity_block @ across == pytest.approx(s.plant_sigma2[1] * min((speed_now / s.lateral_plant_speed_m_s) ** 2, 1.0), rel=1e-9)
+    spins = np.arange(10, 14)
+    spin_share = (speed_now / s.spin_plant_speed_m_s) ** 2
+    assert 0.01 < spin_share < 0.6
+    np.testing.assert_allclose(np.diag(f.plant)[N + spins] / f.dt, s.plant_sigma2[spins] * spin_share, rtol=1e-9)
+    np.testing.assert_allclose(f.plant[np.ix_(spins, N + spins)], np.diag(f._white_block[0, 1] * s.plant_sigma2[spins] * spin_share), rtol=1e-9)
 
 
 def test_plant_noise_across_the_heading_comes_back_after_a_low_speed():
