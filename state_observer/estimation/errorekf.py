@@ -55,7 +55,7 @@ SENSORS = ("gnss_fix", "gnss_velocity", "gyroscope", "accelerometer", "wheel_rat
 ROLL_ARM_M = 0.5  # m: the lateral (longitudinal) tire force times this scales the roll (pitch) moment errors' walk
 LINEARISED_POSITIONS = (5,)  # K columns the errorEKF-FE takes from differences of the model (yaw)
 LINEARISED_VELOCITIES = (3, 4, 5)  # C columns likewise (roll, pitch and yaw rates)
-SPIN_COORDINATES = (10, 11, 12, 13)  # the wheels' spin angles (fl fr rl rr)
+SPIN_COORDINATES = np.arange(10, 14)  # the wheels' spin angles (fl fr rl rr)
 # force-error states: N along and across the heading at base_link, N m about z, N across the heading at the front and
 # at the rear axle (a tire's force error acts there), N m on roll and pitch (spring, bar and damper errors)
 FORCE_NAMES = ("longitudinal", "lateral", "yaw", "front_lateral", "rear_lateral", "roll", "pitch")
@@ -784,8 +784,10 @@ class VehicleErrorEKF(SensorBookkeeping):
             q_yaw = st.plant_sigma2[5] * min(1.0, st.yaw_plant_floor + (a_lat / st.yaw_plant_accel_m_s2) ** 2)
             self.plant[np.ix_((5, N + 5), (5, N + 5))] = block * q_yaw
         spin_share = self._speed_share(st.spin_plant_speed_m_s) if st.spin_plant_speed_m_s > 0.0 else 1.0
-        for k in SPIN_COORDINATES:
-            self.plant[np.ix_((k, N + k), (k, N + k))] = block * (st.plant_sigma2[k] * spin_share)
+        q_spin = st.plant_sigma2[SPIN_COORDINATES] * spin_share
+        for i, rows in enumerate((SPIN_COORDINATES, N + SPIN_COORDINATES)):  # each spin's own 2x2 block (its diagonals)
+            for j, cols in enumerate((SPIN_COORDINATES, N + SPIN_COORDINATES)):
+                self.plant[rows, cols] = block[i, j] * q_spin
         # written every time (not only where q_long != q_lat): a block written at a low speed must not stay at speed
         sigma = np.array([[c * c * q_long + s * s * q_lat, c * s * (q_long - q_lat)], [c * s * (q_long - q_lat), s * s * q_long + c * c * q_lat]])
         for i in range(2):
