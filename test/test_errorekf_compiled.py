@@ -733,3 +733,61 @@ def test_a_friction_change_leaves_the_force_on_the_chassis_as_it_was():
     tires_after = tires()
     assert np.hypot(*(tires_after - tires_before)[:2]) > 500.0  # the tires lost grip the correction now gives back
     np.testing.assert_allclose(tires_after + v.force_correction[:6], total_before, atol=1e-6 * np.abs(total_before).max())
+
+
+def test_a_parameter_window_takes_each_step_as_the_equations_say():
+    """spi's compiled step accumulation (accumulate_step) against the same sums written out in numpy: the torque balance
+    along the heading (F_x,i = (T_i - I_i omega_dot_i) / r_i, the lateral forces' share, drag), the centre of mass's
+    acceleration and turning part, the published forces, the axles' stiffness per load and slip angles, and the
+    cornering estimator's linear-range sums; a car slower than min_speed counts as stopped and adds nothing."""
+    from state_observer.estimation import spi
+    from state_observer.paths import default_vehicle_path
+    from state_observer.sensors.mounts import mounts_from_vehicle
+    from state_observer.vehicle import reduced_kernels as kern
+    from state_observer.vehicle.description import load_vehicle
+    from state_observer.vehicle.reduced import ReducedVehicle
+
+    desc = load_vehicle(default_vehicle_path())
+    f = spi.VehicleSPI(ReducedVehicle(desc), mounts_from_vehicle(desc), ErrorEkfSettings(), spi.SpiSettings())
+    f.start(speed_m_s=15.0)
+    f.torques_known = True  # the model keeps the torques it is given
+    v = f.vehicle
+    for _ in range(50):  # turning in while accelerating
+        v.set_inputs(np.radians(40.0), np.array([0.0, 0.0, 300.0, 300.0]), np.zeros(4))
+        assert f.predict()
+        f.correct()
+    yaw = float(v.solver.q[5])
+    c, s = np.cos(yaw), np.sin(yaw)
+    v.force_correction[:2] = 400.0 * np.array([-s, c])
+    v.force_correction[5] = -120.0
+    q, qd, qdd = v.solver.q, v.solver.qd, v.solver.qdd
+    x_cg = f._x_cg_m
+    sums, forces = np.zeros(spi.W_SIZE), np.empty((4, 3))
+    mu, low, high = 0.9, 0.02, 0.9
+    args = (v.tire_output_array, v.contact_array, v.force_correction, q, qd, qdd, *f._axle_x_m, True, v.drive_torque_n_m, v.brake_torque_n_m,
+            v.body, v.tire_rows[:, 5], v.tire_scales, x_cg, mu, low, high)
+    assert not spi.accumulate_step(sums, *args, 3.0, forces)
+    published = f.tire_forces()
+    np.testing.assert_allclose(forces, published, rtol=1e-12)
+    contact, model = v.contact, v.last
+    torque = v.drive_torque_n_m - v.brake_torque_n_m * np.tanh(qd[10:14] / np.maximum(v.body[kern.B_BRAKE_EPS : kern.B_BRAKE_EPS + 4], 1e-6))
+    fx_torque = (torque - v.body[kern.B_SPIN_I : kern.B_SPIN_I + 4] * qdd[10:14]) / contact.r_s
+    lateral = published[:, 1] @ (c * contact.ey[:, 0] + s * contact.ey[:, 1])
+    along = fx_torque @ (c * contact.ex[:, 0] + s * contact.ex[:, 1]) + lateral - v.body[kern.B_AERO_COEF] * (c * qd[0] + s * qd[1]) ** 2
+    r = qd[5]
+    expected_mass = [c * qdd[0] + s * qdd[1] - r**2 * x_cg, along, abs(lateral), abs(fx_torque.sum()), -(c * qd[1] - s * qd[0]) * r - r**2 * x_cg]
+    assert abs(r) > 0.05 and fx_torque.sum() > 100.0  # a turn, driven
+    np.testing.assert_allclose(sums[spi.W_MASS : spi.W_MASS + 5], expected_mass, rtol=1e-9, atol=1e-9)
+    assert sums[spi.W_MASS_N] == 1.0 and sums[spi.W_AXLE_N] == 1.0
+    np.testing.assert_allclose(sums[[spi.W_FX, spi.W_FY]], published[:, :2].sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(sums[spi.W_AXLE_K : spi.W_AXLE_K + 2], v.tire_rows[:, 5].reshape(2, 2).mean(axis=1), rtol=1e-12)
+    alpha = model.slip_angle_rad.reshape(2, 2).mean(axis=1)
+    np.testing.assert_allclose(sums[spi.W_AXLE_ALPHA : spi.W_AXLE_ALPHA + 2], alpha, rtol=1e-12)
+    fy_axle, fz_axle, model_fy = (x.reshape(2, 2).sum(axis=1) for x in (published[:, 1], published[:, 2], model.fy_n))
+    linear = (np.abs(fy_axle) / (mu * fz_axle) > low) & (np.abs(fy_axle) / (mu * fz_axle) < high)
+    assert linear.all()
+    np.testing.assert_array_equal(sums[spi.W_CORNER_N : spi.W_CORNER_N + 2], [1.0, 1.0])
+    np.testing.assert_allclose(sums[spi.W_CORNER_U : spi.W_CORNER_U + 2], alpha * fy_axle / (model_fy / v.tire_scales[:2]), rtol=1e-12)
+    before = sums.copy()
+    assert spi.accumulate_step(sums, *args, 40.0, forces)  # slower than 40 m/s: stopped, nothing added
+    np.testing.assert_array_equal(sums, before)

@@ -425,6 +425,36 @@ def _imu_blocks(x, P, q, qd, qdd, S, r, gyro, accel, gyro_var, accel_var, A, B, 
 
 
 @njit(cache=True)
+def published_tire_forces(tire_out, geo, fc, yaw, x_front, x_rear, out):
+    """The four tires' forces into ``out`` (4, 3), N, in their tire frames (``tire_out`` the model's tire rows fx, fy,
+    fz, ...; ``geo`` its contact rows): the model's, plus the lateral part of its force correction ``fc`` (the filter's
+    lateral force and yaw moment errors stand for the tire model's errors): to the two axles (at x_front, x_rear from
+    base_link, m) as the pair of axle forces with that sum and moment about base_link, then within an axle by normal
+    load, each wheel's share resolved on its own forward and lateral axes (steered wheels turn them).  The longitudinal
+    correction stays off the tires (drag, grade and rolling resistance errors land there too; the tires' longitudinal
+    forces follow the measured wheel torques and speeds); the vertical forces are the model's."""
+    for wheel in range(4):
+        for k in range(3):
+            out[wheel, k] = tire_out[k, wheel]
+    if not (fc[0] != 0.0 or fc[1] != 0.0 or fc[5] != 0.0):
+        return
+    c, s = math.cos(yaw), math.sin(yaw)
+    across, moment = -s * fc[0] + c * fc[1], fc[5]
+    front = (moment - x_rear * across) / (x_front - x_rear) if x_front != x_rear else 0.5 * across
+    fz = np.maximum(out[:, 2], 0.0)
+    if fz[0] + fz[1] + fz[2] + fz[3] <= 0.0:
+        return
+    for wheel in range(4):
+        axle = wheel // 2
+        axle_fz = fz[2 * axle] + fz[2 * axle + 1]
+        share = fz[wheel] / axle_fz if axle_fz > 0.0 else 0.5
+        # along the car's left (-s, c, 0): a lateral force of the tire (the tire model's error is one of its cornering
+        # force) with that component across the car; a steered wheel's longitudinal force stays the model's
+        force = (front if axle == 0 else across - front) * share
+        out[wheel, 1] += force / max(c * geo[wheel, 4] - s * geo[wheel, 3], 0.5)
+
+
+@njit(cache=True)
 def _wheel_rate_block(x, P, qd, rates, var, gate, innovation):
     """:meth:`VehicleErrorEKF.update_wheel_rates` compiled for four finite rates (rad/s, variances (4,) (rad/s)^2):
     h = the spin rates z_dot[10:14], H their unit columns; returns the code of :func:`.kalman.joseph_update`."""
@@ -1159,32 +1189,11 @@ class VehicleErrorEKF(SensorBookkeeping):
     # ----- outputs ------------------------------------------------------------------------------------
     def tire_forces(self) -> np.ndarray:
         """The four tires' forces (4, 3), N, in their tire frames: the model's, plus the lateral part of its force correction
-        (the filter's lateral force and yaw moment errors stand for the tire model's errors): to the two axles as the pair
-        of axle forces with that sum and moment about base_link, then within an axle by normal load, each wheel's share
-        resolved on its own forward and lateral axes (steered wheels turn them).  The longitudinal correction stays off the
-        tires (drag, grade and rolling resistance errors land there too; the tires' longitudinal forces follow the measured
-        wheel torques and speeds); the vertical forces are the model's."""
+        (:func:`published_tire_forces`)."""
         v = self.vehicle
-        out = v.tire_forces_n
-        fc = v.force_correction
-        if not (fc[0] or fc[1] or fc[5]):
-            return out
-        yaw = float(v.solver.q[5])
-        c, s = math.cos(yaw), math.sin(yaw)
-        across, moment = -s * fc[0] + c * fc[1], fc[5]
+        out = np.empty((4, 3))
         x_front, x_rear = self._axle_x_m
-        front = (moment - x_rear * across) / (x_front - x_rear) if x_front != x_rear else 0.5 * across
-        axle_force = (front, across - front)
-        fz = np.maximum(out[:, 2], 0.0)
-        if fz.sum() <= 0.0:
-            return out
-        ey = v.contact.ey  # each tire's lateral axis (4, 3), ENU
-        for wheel in range(4):
-            axle_fz = fz[wheel & 2] + fz[(wheel & 2) + 1]
-            force = axle_force[wheel // 2] * (fz[wheel] / axle_fz if axle_fz > 0.0 else 0.5)  # along the car's left (-s, c, 0)
-            # a lateral force of the tire (the tire model's error is one of its cornering force) with that component
-            # across the car: a steered wheel's longitudinal force stays the model's (it follows the wheel torque)
-            out[wheel, 1] += force / max(c * ey[wheel, 1] - s * ey[wheel, 0], 0.5)
+        published_tire_forces(v.tire_output_array, v.contact_array, v.force_correction, float(v.solver.q[5]), x_front, x_rear, out)
         return out
 
     # ----- feedback -----------------------------------------------------------------------------------

@@ -49,9 +49,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from numba import njit
+
 from ..vehicle import reduced_kernels as kern
 from ..conventions import GRAVITY_M_S2
-from .errorekf import N, ErrorEkfSettings, VehicleErrorEKF
+from .errorekf import N, ErrorEkfSettings, VehicleErrorEKF, published_tire_forces
 
 NOT_OBSERVABLE, CONVERGING, CONVERGED, AT_BOUND = 0, 1, 2, 3
 STATUS_NAMES = ("not observable", "converging", "converged", "at a bound")
@@ -158,6 +160,7 @@ class VehicleSPI(VehicleErrorEKF):
         self._last_window_a = math.nan  # the previous window's acceleration (m/s^2): the mass counts only steady ones
         self._unsteady_until_s = -math.inf
         self._window = _Window()
+        self._forces = np.empty((4, 3))  # the published tire forces of the last accumulated step
         self._steps = 0
         self._t0 = v.solver.t if v.solver is not None else 0.0
 
@@ -177,48 +180,14 @@ class VehicleSPI(VehicleErrorEKF):
 
     # ----- the estimators -----------------------------------------------------------------------------
     def _accumulate(self) -> None:
-        """Add this step's force balance, utilisations and axle force ratios to the window."""
+        """Add this step's force balance, utilisations and axle force ratios to the window (:func:`accumulate_step`)."""
         v, sp, w = self.vehicle, self.spi, self._window
         solver = v.solver
-        q, qd, qdd = solver.q, solver.qd, solver.qdd
-        yaw = q[5]
-        c, s = math.cos(yaw), math.sin(yaw)
-        speed = c * qd[0] + s * qd[1]
-        if speed < sp.min_speed_m_s:
-            w.stopped = True
-            return
-        forces = self.tire_forces()  # (4, 3) tire frames, with the force correction
-        contact = v.contact
-        fz = np.maximum(forces[:, 2], 0.0)
-        # mass: the torque balance along the heading
-        if self.torques_known:
-            drive, brake = v.drive_torque_n_m, v.brake_torque_n_m
-            spin = qd[10:14]
-            torque = drive - brake * np.tanh(spin / np.maximum(v.body[kern.B_BRAKE_EPS : kern.B_BRAKE_EPS + 4], 1e-6))
-            inertia = v.body[kern.B_SPIN_I : kern.B_SPIN_I + 4]
-            fx_torque = (torque - inertia * qdd[10:14]) / np.maximum(contact.r_s, 0.05)  # the contact force's arm is the loaded radius
-            lateral = float(forces[:, 1] @ (c * contact.ey[:, 0] + s * contact.ey[:, 1]))  # the tires' lateral axes along the heading
-            along = float(fx_torque @ (c * contact.ex[:, 0] + s * contact.ex[:, 1])) + lateral
-            drag = v.body[kern.B_AERO_COEF] * speed * abs(speed)
-            yaw_rate = qd[5]
-            # along the heading the centre of mass accelerates by the speed change plus a turning part
-            # -v_y r - r^2 x_cg, which only the sideslip sets: the estimate in question, not an excitation
-            turning = -(c * qd[1] - s * qd[0]) * yaw_rate - yaw_rate**2 * self._x_cg_m
-            a_cg = c * qdd[0] + s * qdd[1] - yaw_rate**2 * self._x_cg_m
-            w.add_mass(a_cg, along - drag, abs(lateral), abs(float(fx_torque.sum())), turning)
-        # friction: the axles' forces and slip angles (judged once per window, :meth:`_axle_friction`)
-        loaded = fz > 200.0
-        model = v.last
-        if loaded.any():
-            w.add_axles(forces, v.tire_rows[:, 5], model.slip_angle_rad, speed, qd[5])
-            # cornering stiffness: published over model lateral force per axle, in the linear range
-            fy_axle, fz_axle, model_fy_axle = (x.reshape(2, 2).sum(axis=1) for x in (forces[:, 1], fz, model.fy_n))
-            low, high = sp.cornering_utilisation
-            for a in (0, 1):
-                axle_u = abs(fy_axle[a]) / max(self.mu * fz_axle[a], 1.0)  # of the friction the road offers
-                if low < axle_u < high and abs(model_fy_axle[a]) > 1.0:
-                    # the model's force per unit of the model's own scale
-                    w.add_cornering(a, fy_axle[a], model_fy_axle[a] / v.tire_scales[a], float(model.slip_angle_rad[2 * a : 2 * a + 2].mean()))
+        x_front, x_rear = self._axle_x_m
+        low, high = sp.cornering_utilisation
+        w.stopped |= accumulate_step(w.sums, v.tire_output_array, v.contact_array, v.force_correction, solver.q, solver.qd, solver.qdd, x_front, x_rear,
+                                    self.torques_known, v.drive_torque_n_m, v.brake_torque_n_m, v.body, v.tire_rows[:, 5], v.tire_scales,
+                                    self._x_cg_m, float(self.mu), low, high, sp.min_speed_m_s, self._forces)
 
     def update_parameters(self) -> None:
         """One update of every estimator from the window's averages (module docstring)."""
@@ -438,32 +407,99 @@ class VehicleSPI(VehicleErrorEKF):
         return report
 
 
+# the window's sums (_Window.sums): mass balance (a, y, lateral, traction, turning) and its count, the published forces,
+# per axle the cornering stiffness per load and the slip angle, speed, yaw rate and their count, per axle the cornering
+# estimator's slip angles and regressors and their counts
+W_MASS, W_MASS_N, W_FX, W_FY, W_AXLE_K, W_AXLE_ALPHA, W_SPEED, W_YAW_RATE, W_AXLE_N = 0, 5, 6, 7, 8, 10, 12, 13, 14
+W_CORNER_ALPHA, W_CORNER_U, W_CORNER_N, W_SIZE = 15, 17, 19, 21
+
+
 class _Window:
-    """Sums over one parameter-update window."""
+    """Sums over one parameter-update window (:func:`accumulate_step` adds each model step's)."""
 
     def __init__(self):
         self.stopped = False
-        self.mass_sum, self.mass_n = np.zeros(5), 0
-        self.fx, self.fy = 0.0, 0.0  # the four tires' published forces, summed
-        self.axle_k, self.axle_alpha, self.speed, self.yaw_rate, self.axle_n = np.zeros(2), np.zeros(2), 0.0, 0.0, 0
-        self.corner_alpha, self.corner_u, self.corner_n = np.zeros(2), np.zeros(2), np.zeros(2, dtype=int)
+        self.sums = np.zeros(W_SIZE)
 
-    def add_mass(self, a: float, y: float, lateral: float, traction: float, turning: float) -> None:
-        self.mass_sum += (a, y, lateral, traction, turning)
-        self.mass_n += 1
+    mass_sum = property(lambda self: self.sums[W_MASS:W_MASS_N])
+    mass_n = property(lambda self: int(self.sums[W_MASS_N]))
+    fx = property(lambda self: float(self.sums[W_FX]))
+    fy = property(lambda self: float(self.sums[W_FY]))
+    axle_k = property(lambda self: self.sums[W_AXLE_K:W_AXLE_K + 2])
+    axle_alpha = property(lambda self: self.sums[W_AXLE_ALPHA:W_AXLE_ALPHA + 2])
+    speed = property(lambda self: float(self.sums[W_SPEED]))
+    yaw_rate = property(lambda self: float(self.sums[W_YAW_RATE]))
+    axle_n = property(lambda self: int(self.sums[W_AXLE_N]))
+    corner_alpha = property(lambda self: self.sums[W_CORNER_ALPHA:W_CORNER_ALPHA + 2])
+    corner_u = property(lambda self: self.sums[W_CORNER_U:W_CORNER_U + 2])
+    corner_n = property(lambda self: self.sums[W_CORNER_N:W_CORNER_N + 2])
 
-    def add_axles(self, forces: np.ndarray, k: np.ndarray, alpha: np.ndarray, speed: float, yaw_rate: float) -> None:
-        """The published forces (4, 3) summed; per axle the mean cornering stiffness per load and slip angle."""
-        self.fx += forces[:, 0].sum()
-        self.fy += forces[:, 1].sum()
-        self.axle_k += k.reshape(2, 2).mean(axis=1)
-        self.axle_alpha += alpha.reshape(2, 2).mean(axis=1)
-        self.speed += speed
-        self.yaw_rate += yaw_rate
-        self.axle_n += 1
 
-    def add_cornering(self, axle: int, published: float, model_unit: float, slip_angle_rad: float) -> None:
-        """An axle's published lateral force, the model's at a scale of 1 (N) and the state's mean slip angle (rad)."""
-        self.corner_alpha[axle] += slip_angle_rad
-        self.corner_u[axle] += slip_angle_rad * published / model_unit
-        self.corner_n[axle] += 1
+@njit(cache=True)
+def _sum4(a) -> float:
+    """a[0] + a[1] + a[2] + a[3] in numpy's order for four elements (the first, then the rest summed)."""
+    return a[0] + ((a[1] + a[2]) + a[3])
+
+
+@njit(cache=True)
+def accumulate_step(sums, tire_out, geo, fc, q, qd, qdd, x_front, x_rear, torques_known, drive, brake, body, k, tire_scales, x_cg, mu,
+                    low, high, min_speed, forces):
+    """One model step into a window's ``sums`` (layout W_*; :meth:`VehicleSPI._accumulate`): returns True where the car
+    is slower than ``min_speed`` (m/s; the window then counts as stopped).  ``forces`` (4, 3) takes the published tire
+    forces (:func:`.errorekf.published_tire_forces`).
+
+    Mass: the torque balance along the heading, F_x,i = (T_i - I_i omega_dot_i) / r_i (r_i the loaded radius), with the
+    lateral forces' share along the heading and the drag; along the heading the centre of mass accelerates by the speed
+    change plus a turning part -v_y r - r^2 x_cg, which only the sideslip sets.  Friction: the published forces, the axles'
+    stiffness per load and slip angles.  Cornering stiffness: per axle in the linear range (utilisation low-high of the
+    friction ``mu``) the published lateral force, the model's at a scale of 1 and the mean slip angle."""
+    yaw = q[5]
+    c, s = math.cos(yaw), math.sin(yaw)
+    speed = c * qd[0] + s * qd[1]
+    if speed < min_speed:
+        return True
+    published_tire_forces(tire_out, geo, fc, yaw, x_front, x_rear, forces)
+    fz = np.maximum(forces[:, 2], 0.0)
+    if torques_known:
+        fx_torque = np.empty(4)
+        lateral, along = 0.0, 0.0
+        for i in range(4):
+            spin = qd[10 + i]
+            torque = drive[i] - brake[i] * math.tanh(spin / max(body[kern.B_BRAKE_EPS + i], 1e-6))
+            # the contact force's arm is the loaded radius
+            fx_torque[i] = (torque - body[kern.B_SPIN_I + i] * qdd[10 + i]) / max(geo[i, 13], 0.05)
+            lateral += forces[i, 1] * (c * geo[i, 3] + s * geo[i, 4])  # the tires' lateral axes along the heading
+            along += fx_torque[i] * (c * geo[i, 0] + s * geo[i, 1])
+        along += lateral
+        drag = body[kern.B_AERO_COEF] * speed * abs(speed)
+        yaw_rate = qd[5]
+        turning = -(c * qd[1] - s * qd[0]) * yaw_rate - yaw_rate**2 * x_cg
+        a_cg = c * qdd[0] + s * qdd[1] - yaw_rate**2 * x_cg
+        sums[W_MASS] += a_cg
+        sums[W_MASS + 1] += along - drag
+        sums[W_MASS + 2] += abs(lateral)
+        sums[W_MASS + 3] += abs(_sum4(fx_torque))
+        sums[W_MASS + 4] += turning
+        sums[W_MASS_N] += 1.0
+    if not (fz > 200.0).any():
+        return False
+    sums[W_FX] += _sum4(forces[:, 0])
+    sums[W_FY] += _sum4(forces[:, 1])
+    for a in range(2):
+        sums[W_AXLE_K + a] += (k[2 * a] + k[2 * a + 1]) / 2.0
+        sums[W_AXLE_ALPHA + a] += (tire_out[5, 2 * a] + tire_out[5, 2 * a + 1]) / 2.0
+    sums[W_SPEED] += speed
+    sums[W_YAW_RATE] += qd[5]
+    sums[W_AXLE_N] += 1.0
+    for a in range(2):
+        fy_axle = forces[2 * a, 1] + forces[2 * a + 1, 1]
+        fz_axle = fz[2 * a] + fz[2 * a + 1]
+        model_fy_axle = tire_out[1, 2 * a] + tire_out[1, 2 * a + 1]
+        axle_u = abs(fy_axle) / max(mu * fz_axle, 1.0)  # of the friction the road offers
+        if low < axle_u < high and abs(model_fy_axle) > 1.0:
+            model_unit = model_fy_axle / tire_scales[a]  # the model's force per unit of the model's own scale
+            alpha = (tire_out[5, 2 * a] + tire_out[5, 2 * a + 1]) / 2.0
+            sums[W_CORNER_ALPHA + a] += alpha
+            sums[W_CORNER_U + a] += alpha * fy_axle / model_unit
+            sums[W_CORNER_N + a] += 1.0
+    return False

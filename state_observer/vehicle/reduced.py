@@ -322,6 +322,18 @@ class ReducedVehicle:
         return self._tire_out[:3].T.copy()
 
     @property
+    def tire_output_array(self) -> np.ndarray:
+        """The last evaluation's tire output rows (len(TireOutput._fields), 4), fields in :class:`TireOutput`'s order: the
+        model's working array (read it, do not write; for compiled readers)."""
+        return self._tire_out
+
+    @property
+    def contact_array(self) -> np.ndarray:
+        """The last evaluation's contact rows (4, GEOMETRY_WIDTH) of :class:`Contact`: the model's working array (read it,
+        do not write; for compiled readers)."""
+        return self._geo
+
+    @property
     def contact(self) -> Contact:
         """The wheels' contact geometry of the last evaluation (:class:`.wheel_loads.Contact`: named views of the
         model's working array; read them, do not write)."""
