@@ -190,3 +190,35 @@ def test_downforce_loads_the_axles_by_the_lever_rule(desc, reduced, model):
     assert added[:2].sum() == pytest.approx(front_share * downforce, rel=0.05)
     if model == "reduced":  # what the friction estimate divides the tire forces by besides the weight
         assert vehicle.downforce_n(speed) == pytest.approx(downforce, rel=1e-12)
+
+
+def test_residual_derivatives_are_central_differences_of_the_residual(reduced):
+    """residual_derivatives (one compiled loop) is the central difference of r = M qdd - Q, column by column, at the
+    solver's state: each column against two residual evaluations at q +- h e_j (qd +- h e_j), to round-off; the state is
+    left as it was."""
+    from state_observer.vehicle import reduced_kernels as kern
+
+    reduced.start(15.0)
+    reduced.set_inputs(0.5, [80.0, 80.0, 0.0, 0.0], [0.0, 0.0, 30.0, 30.0])
+    for _ in range(100):
+        assert reduced.step().success
+    s = reduced.solver
+    before = s.q.copy(), s.qd.copy(), s.qdd.copy()
+    positions, velocities, h, tire_dt = [0, 1, 5, 3], [1, 5, 10], 1e-6, 0.004
+    dq, dqd = reduced.residual_derivatives(positions, velocities, tire_dt, h)
+    for array, kept in zip((s.q, s.qd, s.qdd), before):
+        np.testing.assert_array_equal(array, kept)
+    inputs = reduced._inputs.copy()
+    inputs[kern.IN_TIRE_DT] = tire_dt
+
+    def r(q, qd):
+        return kern.force_residuals(reduced.parameters[None], np.arange(14), reduced.total_mass_kg, q, qd, s.qdd, inputs[kern.IN_RACK], *reduced._splines,
+                                    reduced.body, reduced._inertia, inputs, reduced._xi0, reduced._road_height, reduced._road_normal, reduced.tire.rows,
+                                    reduced.load_terms)[0]
+
+    e = np.eye(14)
+    expected_q = np.array([(r(s.q + h * e[j], s.qd) - r(s.q - h * e[j], s.qd)) / (2 * h) for j in positions]).T
+    expected_qd = np.array([(r(s.q, s.qd + h * e[j]) - r(s.q, s.qd - h * e[j])) / (2 * h) for j in velocities]).T
+    np.testing.assert_array_equal(dq, expected_q)
+    np.testing.assert_array_equal(dqd, expected_qd)
+    assert np.abs(dq[:, 2]).max() > 1.0 and np.abs(dqd).max() > 1.0  # the roll stiffness and the damping are there

@@ -1388,5 +1388,7 @@ def _shares(values) -> np.ndarray:
 
 
 def _per_axis(value: np.ndarray) -> np.ndarray:
-    """A (3,) array of a scalar or (3,) value (np.broadcast_to, whose cost shows at 200 Hz, only when needed)."""
-    return value if value.shape == (3,) else np.array(np.broadcast_to(value, (3,)))
+    """A (3,) array of a scalar or (3,) value (np.broadcast_to, whose cost shows at 200 Hz, only for other shapes)."""
+    if value.shape == (3,):
+        return value
+    return np.full(3, float(value)) if value.ndim == 0 else np.array(np.broadcast_to(value, (3,)))

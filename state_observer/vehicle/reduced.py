@@ -272,22 +272,10 @@ class ReducedVehicle:
         self._position(s.q)
         inputs = self._inputs.copy()
         inputs[kern.IN_TIRE_DT] = tire_dt_s
-        theta = self.parameters[None]
-        rows = np.arange(14, dtype=np.intp)
-
-        def r(q, qd):
-            return kern.force_residuals(theta, rows, self.total_mass_kg, q, qd, s.qdd, inputs[kern.IN_RACK], *self._splines, self.body, self._inertia, inputs,
-                                        self._xi0, self._road_height, self._road_normal, self.tire.rows, self.load_terms)[0]
-
         dq, dqd = np.zeros((14, len(position_columns))), np.zeros((14, len(velocity_columns)))
-        for k, j in enumerate(position_columns):
-            e = np.zeros(14)
-            e[j] = step
-            dq[:, k] = (r(s.q + e, s.qd) - r(s.q - e, s.qd)) / (2.0 * step)
-        for k, j in enumerate(velocity_columns):
-            e = np.zeros(14)
-            e[j] = step
-            dqd[:, k] = (r(s.q, s.qd + e) - r(s.q, s.qd - e)) / (2.0 * step)
+        kern.residual_derivatives(self.parameters[None], self.total_mass_kg, s.q, s.qd, s.qdd, inputs[kern.IN_RACK], *self._splines, self.body,
+                                  self._inertia, inputs, self._xi0, self._road_height, self._road_normal, self.tire.rows, self.load_terms,
+                                  np.asarray(position_columns, dtype=np.intp), np.asarray(velocity_columns, dtype=np.intp), step, dq, dqd)
         return dq, dqd
 
     def mass_matrix(self, q: np.ndarray) -> np.ndarray:

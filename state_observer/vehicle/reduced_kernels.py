@@ -481,3 +481,28 @@ def force_residuals(thetas, rows, total_mass, q, qd, qdd, rack, coef, bu, br, of
                 acc += M[i, j] * qdd[j]
             out[k, r] = acc - Q[i]
     return out
+
+
+@njit(cache=True)
+def residual_derivatives(theta, total_mass, q, qd, qdd, rack, coef, bu, br, offsets, body, inertia, inputs, xi0, road_height, road_normal,
+                         nominal_rows, terms, position_columns, velocity_columns, step, dq, dqd):
+    """Central differences of :func:`force_residuals` (one parameter set ``theta`` (1, PARAMETERS), all 14 rows) at
+    (q, qd): dr/dq on ``position_columns`` into ``dq`` and dr/dqd on ``velocity_columns`` into ``dqd`` ((14, k) each),
+    steps of +-``step`` (:meth:`ReducedVehicle.residual_derivatives`)."""
+    rows = np.arange(14)
+    n_positions = position_columns.shape[0]
+    for k in range(n_positions + velocity_columns.shape[0]):
+        on_position = k < n_positions
+        base = q if on_position else qd
+        j = position_columns[k] if on_position else velocity_columns[k - n_positions]
+        r = np.empty((2, 14))
+        for side in range(2):
+            x = base.copy()
+            x[j] += step if side == 0 else -step
+            r[side] = force_residuals(theta, rows, total_mass, x if on_position else q, qd if on_position else x, qdd, rack, coef, bu, br, offsets,
+                                      body, inertia, inputs, xi0, road_height, road_normal, nominal_rows, terms)[0]
+        column = (r[0] - r[1]) / (2.0 * step)
+        if on_position:
+            dq[:, k] = column
+        else:
+            dqd[:, k - n_positions] = column
