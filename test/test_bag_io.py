@@ -834,6 +834,18 @@ def test_odometry_encoder_writes_the_bytes_rosbags_writes(odom, base):
     assert direct == bytes(store.serialize_cdr(msg, convert.ODOMETRY))
 
 
+@pytest.mark.parametrize("parent, child", [("odom", "base_link"), ("map", "base_footprint"), ("o", "b123"), ("", ""), ("odom", "truth/base_link")])
+def test_transform_encoder_writes_the_bytes_rosbags_writes(parent, child):
+    """The direct CDR encoding of a one-transform tf2_msgs/TFMessage (the /tf written with every odometry message)
+    equals rosbags' serialisation of the message built by tf_msg."""
+    store = convert.typestore()
+    rng = np.random.default_rng(len(parent) + 7 * len(child))
+    stamp, translation, q = 1767225600_987654321, rng.normal(size=3), rng.normal(size=4)
+    direct = convert.TransformEncoder(parent, child).encode(stamp, translation, q)
+    msg = convert.tf_msg([(stamp, parent, child, translation, q)], store)
+    assert direct == bytes(store.serialize_cdr(msg, convert.TF_MESSAGE))
+
+
 def test_a_topic_recorded_with_an_unknown_definition_is_named(tmp_path):
     """rosbag2 stores the definition of a type it does not have with encoding 'unknown'; rosbags cannot open such a
     bag (KeyError 'unknown'). The error is one line naming the topic and what to do (issue 13 item 6)."""

@@ -425,6 +425,25 @@ def _imu_blocks(x, P, q, qd, qdd, S, r, gyro, accel, gyro_var, accel_var, A, B, 
 
 
 @njit(cache=True)
+def _untilt_into(reading, bias, dx, dy, out):
+    """reading - bias turned back by the tilt (dx, dy): R(d) y = y + d x y (first order), into ``out``."""
+    x, y, z = reading[0] - bias[0], reading[1] - bias[1], reading[2] - bias[2]
+    out[0] = x + dy * z
+    out[1] = y + -dx * z
+    out[2] = z + (dx * y - dy * x)
+
+
+@njit(cache=True)
+def corrected_imu(gyro, accel, bias, tilt, gyro_scale, gyro_out, accel_out):
+    """A complete IMU sample (every axis finite) with the estimated biases ``bias`` (6,), tilt (dx, dy) and gyroscope z
+    scale factor removed, into ``gyro_out`` and ``accel_out`` (:meth:`VehicleErrorEKF._corrected_gyro`,
+    ``_corrected_accel``: the same operations, compiled)."""
+    _untilt_into(gyro, bias[:3], tilt[0], tilt[1], gyro_out)
+    _untilt_into(accel, bias[3:], tilt[0], tilt[1], accel_out)
+    gyro_out[2] /= 1.0 + gyro_scale
+
+
+@njit(cache=True)
 def published_tire_forces(tire_out, geo, fc, yaw, x_front, x_rear, out):
     """The four tires' forces into ``out`` (4, 3), N, in their tire frames (``tire_out`` the model's tire rows fx, fy,
     fz, ...; ``geo`` its contact rows): the model's, plus the lateral part of its force correction ``fc`` (the filter's
@@ -1037,9 +1056,10 @@ class VehicleErrorEKF(SensorBookkeeping):
         if complete and self._compiled_sensors and max(gyro_stats.consecutive_rejections, accel_stats.consecutive_rejections) < s.relock_after:
             use_gyro, use_accel = "gyroscope" in s.enabled_sensors, "accelerometer" in s.enabled_sensors
             q, qd, qdd = self._state()
-            nu_gyro, nu_accel = np.empty(3), np.empty(3)
+            nu_gyro, nu_accel, gyro_c, accel_c = np.empty(3), np.empty(3), np.empty(3), np.empty(3)
+            corrected_imu(gyro, accel, self.imu_bias, self.imu_tilt, self.gyro_scale, gyro_c, accel_c)
             nis_gyro, nis_accel = _imu_blocks(self.x, self.P, q, qd, qdd, np.asarray(self.mounts.imu_rotation, float), np.asarray(self.mounts.imu_position_m, float),
-                                              self._corrected_gyro(gyro), self._corrected_accel(accel), np.ascontiguousarray(gyro_var),
+                                              gyro_c, accel_c, np.ascontiguousarray(gyro_var),
                                               np.ascontiguousarray(accel_var), self._A, self._B, self._Gp, self.gate(3), use_gyro, use_accel, nu_gyro, nu_accel,
                                               self.gyro_bias_col, self.accel_bias_col, self.gyro_scale_column(), self.imu_tilt_column())
             applied = (use_gyro and record_update(gyro_stats, nu_gyro, nis_gyro)), (use_accel and record_update(accel_stats, nu_accel, nis_accel))

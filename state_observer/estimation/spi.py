@@ -437,8 +437,8 @@ class _Window:
 
 @njit(cache=True)
 def _sum4(a) -> float:
-    """a[0] + a[1] + a[2] + a[3] in numpy's order for four elements (the first, then the rest summed)."""
-    return a[0] + ((a[1] + a[2]) + a[3])
+    """a[0] + a[1] + a[2] + a[3], left to right (numpy's order for four elements: the same bits)."""
+    return ((a[0] + a[1]) + a[2]) + a[3]
 
 
 @njit(cache=True)

@@ -224,25 +224,23 @@ def _diag_covariance(sigma) -> np.ndarray:
     return np.diag(np.where(usable, sigma * sigma, -1.0)).ravel()
 
 
-def _sigma_from_covariance(covariance: np.ndarray) -> np.ndarray:
+def _sigma_from_covariance(covariance) -> np.ndarray:
     """Per-axis 1-sigma (3,) of a 3x3 row-major covariance: NaN everywhere when it is unknown (all zeros) or not provided
     (REP-145: -1 first), and NaN on an axis whose variance is not finite or not positive (the observer then takes its
-    configured sigma there, or treats the axis as missing: :func:`msg_to_imu`)."""
-    covariance = np.asarray(covariance, dtype=np.float64)
-    diagonal = covariance[[0, 4, 8]]
-    if not covariance.any() or _missing_axes(covariance).all():
+    configured sigma there, or treats the axis as missing: :func:`msg_to_imu`).  Plain floats: it runs per IMU message."""
+    c = [float(v) for v in covariance]
+    if not any(v != 0.0 for v in c) or all(_missing_axes(c)):
         return np.full(3, math.nan)
-    return np.where(np.isfinite(diagonal) & (diagonal > 0.0), np.sqrt(np.abs(diagonal)), math.nan)
+    return np.array([math.sqrt(d) if math.isfinite(d) and d > 0.0 else math.nan for d in (c[0], c[4], c[8])])
 
 
-def _missing_axes(covariance: np.ndarray) -> np.ndarray:
+def _missing_axes(covariance) -> np.ndarray:
     """Axes a sensor says it does not measure: the whole vector when covariance[0] is -1 (REP-145), else an axis whose
     variance is NaN or negative (a yaw-rate-only gyroscope gives -1 on x and y)."""
-    covariance = np.asarray(covariance, dtype=np.float64)
-    if covariance[0] == -1.0 and not covariance[[4, 8]].any():
+    c0, c4, c8 = float(covariance[0]), float(covariance[4]), float(covariance[8])
+    if c0 == -1.0 and c4 == 0.0 and c8 == 0.0:
         return np.ones(3, dtype=bool)
-    diagonal = covariance[[0, 4, 8]]
-    return ~np.isfinite(diagonal) | (diagonal < 0.0)
+    return np.array([not math.isfinite(d) or d < 0.0 for d in (c0, c4, c8)])
 
 
 # --- sensor samples -> messages --------------------------------------------------------
@@ -572,20 +570,27 @@ def odometry_msg(position, q_wxyz, v_body, omega_body, stamp_ns: int, store: Typ
     )
 
 
+def _string_layout(fmt: list[str], offset: int, texts) -> tuple[int, list[bytes]]:
+    """Append the CDR layout of strings (uint32 length with the NUL, the bytes, each length aligned to 4) at payload
+    ``offset`` to the ``struct`` format parts ``fmt``; returns the payload offset after them and the encoded strings."""
+    strings = []
+    for text in texts:
+        data = text.encode() + b"\0"
+        pad = -offset % 4
+        fmt.append(f"{pad}xI{len(data)}s")
+        offset += pad + 4 + len(data)
+        strings.append(data)
+    return offset, strings
+
+
 class OdometryEncoder:
     """nav_msgs/Odometry straight to CDR bytes (little endian, XCDR1, as rosbags and rclpy write it) for one pair
     of frame ids: a precomputed ``struct`` layout, ~20 times faster than building and serialising the message
     (the observer publishes one per IMU message).  Tested byte for byte against rosbags."""
 
     def __init__(self, frames: TruthFrames = TruthFrames()):
-        fmt, offset = ["<4siI"], 8  # encapsulation header; stamp at payload offset 0
-        self._strings: list[bytes] = []
-        for text in (frames.odom, frames.base):
-            data = text.encode() + b"\0"
-            pad = -offset % 4
-            fmt.append(f"{pad}xI{len(data)}s")
-            offset += pad + 4 + len(data)
-            self._strings.append(data)
+        fmt = ["<4siI"]  # encapsulation header; stamp at payload offset 0
+        offset, self._strings = _string_layout(fmt, 8, (frames.odom, frames.base))
         fmt.append(f"{-offset % 8}x85d")  # pose 7, covariance 36, twist 6, covariance 36 (doubles aligned to 8)
         self._struct = struct.Struct("".join(fmt))
 
@@ -595,6 +600,24 @@ class OdometryEncoder:
         values = np.concatenate([position, (q_wxyz[1], q_wxyz[2], q_wxyz[3], q_wxyz[0]), np.ravel(pose_covariance),
                                  v_body, w_body, np.ravel(twist_covariance)])
         return self._struct.pack(b"\x00\x01\x00\x00", sec, nanosec, len(odom), odom, len(base), base, *values.tolist())
+
+
+class TransformEncoder:
+    """tf2_msgs/TFMessage of one transform, parent -> child, straight to CDR bytes (as :class:`OdometryEncoder`; the
+    observer publishes /tf with every odometry message).  Tested byte for byte against rosbags."""
+
+    def __init__(self, parent: str, child: str):
+        fmt = ["<4sIiI"]  # encapsulation header, one transform, its stamp
+        offset, self._strings = _string_layout(fmt, 12, (parent, child))
+        fmt.append(f"{-offset % 8}x7d")  # translation, rotation xyzw (doubles aligned to 8)
+        self._struct = struct.Struct("".join(fmt))
+
+    def encode(self, stamp_ns: int, translation, q_wxyz) -> bytes:
+        sec, nanosec = divmod(int(stamp_ns), _NS)
+        parent, child = self._strings
+        x, y, z = (float(v) for v in translation)
+        w, qx, qy, qz = (float(v) for v in q_wxyz)
+        return self._struct.pack(b"\x00\x01\x00\x00", 1, sec, nanosec, len(parent), parent, len(child), child, x, y, z, qx, qy, qz, w)
 
 
 def truth_to_msgs(truth: VehicleState, stamp_ns: int, store: Typestore | None = None,

@@ -25,6 +25,7 @@ from .convert import (
     IoError,
     JointNames,
     OdometryEncoder,
+    TransformEncoder,
     TruthFrames,
     Uncertainty,
     diagnostics_msg,
@@ -133,6 +134,7 @@ class ObserverPipeline:
         self.store = store if store is not None else typestore()
         self.frames = TruthFrames(config.odom_frame, config.base_frame)
         self._odometry_encoder = OdometryEncoder(self.frames)
+        self._tf_encoder = TransformEncoder(self.frames.odom, self.frames.base)
         self.wheel_radius_m = float(np.mean(getattr(self.observer.vehicle, "rD", 0.3)))
         self._period_ns = {k: (round(_NS / hz) if hz > 0 else 0) for k, hz in config.rates.items()}
         self._clear()
@@ -200,8 +202,7 @@ class ObserverPipeline:
     def tf(self, stamp_ns: int) -> bytes:
         """/tf at ``stamp_ns``: odom -> base_link of the current odometry (tf2_msgs/TFMessage, CDR)."""
         o = self.observer.odometry()
-        msg = tf_msg([(stamp_ns, self.frames.odom, self.frames.base, o.position_m, o.orientation_wxyz)], self.store)
-        return bytes(self.store.serialize_cdr(msg, TF_MESSAGE))
+        return self._tf_encoder.encode(stamp_ns, o.position_m, o.orientation_wxyz)
 
     def tf_static(self, stamp_ns: int) -> bytes:
         """/tf_static: base_link -> the IMU and the GNSS antenna (the vehicle file's mounts) and the four wheel centres
