@@ -425,21 +425,27 @@ def _imu_blocks(x, P, q, qd, qdd, S, r, gyro, accel, gyro_var, accel_var, A, B, 
 
 
 @njit(cache=True)
-def _untilt_into(reading, bias, dx, dy, out):
-    """reading - bias turned back by the tilt (dx, dy): R(d) y = y + d x y (first order), into ``out``."""
-    x, y, z = reading[0] - bias[0], reading[1] - bias[1], reading[2] - bias[2]
-    out[0] = x + dy * z
-    out[1] = y + -dx * z
-    out[2] = z + (dx * y - dy * x)
+def untilt_into(reading, full, dx, dy, out):
+    """An IMU reading (3,) turned back by the estimated tilt d = (dx, dy, 0), R(d) y = y + d x y (first order), into
+    ``out``; the cross terms from ``full`` (the reading, or with its missing axes filled by the model's prediction: a
+    missing axis stays missing, :meth:`VehicleErrorEKF._untilted`)."""
+    out[0] = reading[0] + dy * full[2]
+    out[1] = reading[1] + -dx * full[2]
+    out[2] = reading[2] + (dx * full[1] - dy * full[0])
 
 
 @njit(cache=True)
 def corrected_imu(gyro, accel, bias, tilt, gyro_scale, gyro_out, accel_out):
     """A complete IMU sample (every axis finite) with the estimated biases ``bias`` (6,), tilt (dx, dy) and gyroscope z
     scale factor removed, into ``gyro_out`` and ``accel_out`` (:meth:`VehicleErrorEKF._corrected_gyro`,
-    ``_corrected_accel``: the same operations, compiled)."""
-    _untilt_into(gyro, bias[:3], tilt[0], tilt[1], gyro_out)
-    _untilt_into(accel, bias[3:], tilt[0], tilt[1], accel_out)
+    ``_corrected_accel``, compiled)."""
+    unbiased = np.empty(3)
+    for i in range(3):
+        unbiased[i] = gyro[i] - bias[i]
+    untilt_into(unbiased, unbiased, tilt[0], tilt[1], gyro_out)
+    for i in range(3):
+        unbiased[i] = accel[i] - bias[3 + i]
+    untilt_into(unbiased, unbiased, tilt[0], tilt[1], accel_out)
     gyro_out[2] /= 1.0 + gyro_scale
 
 
@@ -1095,10 +1101,10 @@ class VehicleErrorEKF(SensorBookkeeping):
         missing axis (NaN) stays missing; in the others' terms the model's ``predicted`` reading stands in for it (a
         yaw-rate-only gyroscope, an accelerometer without its z axis, whose g dx is still in its y axis)."""
         reading = np.asarray(reading, float)
-        full = reading if predicted is None else np.where(np.isfinite(reading), reading, predicted)
-        dx, dy = self.imu_tilt
-        x, y, z = full
-        return reading + np.array([dy * z, -dx * z, dx * y - dy * x])
+        full = reading if predicted is None else np.where(np.isfinite(reading), reading, np.asarray(predicted, float))
+        out = np.empty(3)
+        untilt_into(reading, full, float(self.imu_tilt[0]), float(self.imu_tilt[1]), out)
+        return out
 
     def _corrected_gyro(self, gyro: np.ndarray, predicted: np.ndarray | None = None) -> np.ndarray:
         """The gyroscope reading with the estimated biases, tilt and z scale factor removed (``predicted``: the model's

@@ -160,7 +160,7 @@ class VehicleSPI(VehicleErrorEKF):
         self._last_window_a = math.nan  # the previous window's acceleration (m/s^2): the mass counts only steady ones
         self._unsteady_until_s = -math.inf
         self._window = _Window()
-        self._forces = np.empty((4, 3))  # the published tire forces of the last accumulated step
+        self._forces = np.empty((4, 3))  # accumulate_step's work array for the published tire forces
         self._steps = 0
         self._t0 = v.solver.t if v.solver is not None else 0.0
 
