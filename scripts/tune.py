@@ -7,7 +7,8 @@
 Runs the product (:func:`state_observer.sim.harness.run_observer`) on each manoeuvre and seed of the mismatch
 harness, with filter settings changed by ``--set`` (an :class:`ErrorEkfSettings` field, ``force_walk.pitch`` for one
 entry of a dict field, or ``spi.NAME`` for an :class:`SpiSettings` field; the value is a Python literal), and prints per manoeuvre the means over seeds of the
-yaw rate (deg/s), sideslip (deg), tire-force nRMSE (%), mass (%) and cornering-scale (%) errors, then their mean.
+yaw rate (deg/s), sideslip (deg), tire-force nRMSE (%), mass (%) and cornering-scale (%) errors and the share of the
+tire-force errors inside twice their published sigma (%), then their mean.
 Run it twice, with and without a change, to compare. The truth is cached under ``--cache``.
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 DEFAULT_MANOEUVRES = ("steady_circle", "step_steer", "sine_with_dwell", "double_lane_change", "brake_in_turn", "friction_step")
 COLUMNS = (("yaw_rate_rmse_dps", "yr", 1.0), ("sideslip_rmse_deg", "beta", 1.0), ("tire_force_nrmse_lat", "Fy%", 100.0),
            ("tire_force_nrmse_long", "Fx%", 100.0), ("tire_force_nrmse_vert", "Fz%", 100.0), ("mass_error_pct", "m%", 1.0),
-           ("cornering_error_pct", "Cs%", 1.0))
+           ("cornering_error_pct", "Cs%", 1.0), ("tire_force_2sigma_coverage", "F2s%", 100.0))
 
 
 def seeds_of(text: str) -> list[int]:

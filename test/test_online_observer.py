@@ -65,6 +65,28 @@ def test_gnss_start_tracks_the_truth_and_counts_everything(scenario):
     assert np.all(np.linalg.eigvalsh(P) > 0) and np.all(e.tire_force_sigma_n >= 0)
 
 
+def test_tire_force_sigma_adds_a_share_of_the_wheel_load_in_quadrature(scenario):
+    """tire_force_sigma: the longitudinal and lateral sigmas take tire_force_model_load_share of the wheel load in
+    quadrature with the rest (a standing car's forces are tens of newtons that no share of the force covers); the vertical
+    one does not."""
+    from state_observer.estimation.outputs import tire_force_sigma
+
+    desc, config, truths, samples = scenario
+    obs = _observer(desc, config, observer="errorekf_fe_reduced")
+    for s in samples[: len(samples) // 2]:
+        obs.feed(s)
+    e = obs.estimate()
+    f, k_z = obs.filter, obs._tire_k_z
+    f.settings.tire_force_model_load_share = 0.0
+    without = tire_force_sigma(f, e.state, k_z)
+    f.settings.tire_force_model_load_share = 0.01
+    with_share = tire_force_sigma(f, e.state, k_z)
+    fz = np.asarray(e.state.tire_force_n)[:, 2]
+    assert np.all(fz > 1000.0)
+    np.testing.assert_allclose(with_share[:, :2] ** 2 - without[:, :2] ** 2, np.square(0.01 * fz)[:, None] * np.ones((1, 2)), rtol=1e-9)
+    np.testing.assert_array_equal(with_share[:, 2], without[:, 2])
+
+
 def test_pose_start_late_samples_and_time_jump(scenario):
     from state_observer.sensors.samples import ImuSample
 

@@ -96,7 +96,8 @@ def make_estimate(f, odometry: Odometry, estimator: str, tire_k_z: np.ndarray) -
 def tire_force_sigma(f, state: VehicleState, tire_k_z: np.ndarray) -> np.ndarray:
     """1-sigma of the tire forces (reduced models; zeros for the detailed one).  fx, fy: the uncertainty of the filter's
     longitudinal and lateral force errors, shared among the wheels in proportion to their normal loads, and of the
-    estimated tire stiffness scales (a scale's sigma times the forces it scales), in quadrature.  fz: the tire
+    estimated tire stiffness scales (a scale's sigma times the forces it scales), and what the covariance does not model
+    (``tire_force_model_relative`` of each force, ``tire_force_model_load_share`` of the wheel load), in quadrature.  fz: the tire
     stiffness times the uncertainty of the wheel-centre height, dh = dz - x_i dpitch + y_i droll + ds_i (base_link
     contact point x_i, y_i; travel s_i; tire_k_z (N/m) per wheel).  The mass's uncertainty is not included."""
     sigma = np.zeros((4, 3))
@@ -119,7 +120,8 @@ def tire_force_sigma(f, state: VehicleState, tire_k_z: np.ndarray) -> np.ndarray
             variance[wheels, 1] += P[col, col] * (forces[wheels, 1] / scale) ** 2
         elif name == "longitudinal":
             variance[:, 0] += P[col, col] * (forces[:, 0] / scale) ** 2
-    variance += np.square(f.settings.tire_force_model_relative * forces[:, :2])  # what the covariance does not model
+    # what the covariance does not model: a share of each force and of the wheel's load
+    variance += np.square(f.settings.tire_force_model_relative * forces[:, :2]) + np.square(f.settings.tire_force_model_load_share * fz)[:, None]
     sigma[:, :2] = np.sqrt(variance)
     x, y = np.asarray(state.contact_point_base_m)[:, 0], np.asarray(state.contact_point_base_m)[:, 1]
     s = np.arange(6, 10)  # the travels' rows
