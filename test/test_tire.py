@@ -40,7 +40,11 @@ P_MF_CLIPPED = dataclasses.replace(P, shape_factor=1.6, curvature_factor=-0.5, n
                                    load_sensitivity_stiffness=1.0, load_sensitivity_friction=0.5)
 P_BRUSH = dataclasses.replace(P, shape_factor=BRUSH)
 P_TMEASY = dataclasses.replace(P, shape_factor=TMEASY)
-FAMILIES = {"linearised": P, "tmeasy": P_TMEASY, "brush": P_BRUSH, "magic_formula": P_MF, "magic_formula_clipped": P_MF_CLIPPED}
+# every characteristic with load sensitivity (F_z = 3000 N below F_z0: both load factors differ from 1)
+LOAD_SENSITIVE = dict(nominal_load_n=4000.0, load_sensitivity_stiffness=0.3, load_sensitivity_friction=0.1)
+FAMILIES = {"linearised": P, "tmeasy": P_TMEASY, "brush": P_BRUSH, "magic_formula": P_MF, "magic_formula_clipped": P_MF_CLIPPED,
+            "linearised_load": dataclasses.replace(P, **LOAD_SENSITIVE), "tmeasy_load": dataclasses.replace(P_TMEASY, **LOAD_SENSITIVE),
+            "brush_load": dataclasses.replace(P_BRUSH, **LOAD_SENSITIVE)}
 
 
 def call(p=P, mu=MU, xi_z=XI_Z, xi_z_rate=0.0, vx=10.0, vy=0.0, omega=10.0 / RD,
@@ -577,14 +581,36 @@ def test_invalid_magic_formula_parameters_raise_naming_the_field(field, bad, why
 
 
 def test_magic_formula_fields_refused_with_the_linearised_characteristic():
-    for field in ("curvature_factor", "load_sensitivity_stiffness", "load_sensitivity_friction"):
-        with pytest.raises(ValueError, match=f"TireParameters.{field} must be 0 where shape_factor is 0"):
-            dataclasses.replace(P, **{field: 0.2})
+    with pytest.raises(ValueError, match="TireParameters.curvature_factor must be 0 where shape_factor is 0"):
+        dataclasses.replace(P, curvature_factor=0.2)
     # per wheel: only the linearised wheels are constrained
-    dataclasses.replace(P, shape_factor=np.array([0.0, 1.3]), load_sensitivity_stiffness=np.array([0.0, 0.3]))
-    with pytest.raises(ValueError, match="load_sensitivity_stiffness"):
-        dataclasses.replace(P, shape_factor=np.array([0.0, 1.3]), load_sensitivity_stiffness=np.array([0.3, 0.3]))
+    dataclasses.replace(P, shape_factor=np.array([0.0, 1.3]), curvature_factor=np.array([0.0, 0.3]))
+    with pytest.raises(ValueError, match="curvature_factor"):
+        dataclasses.replace(P, shape_factor=np.array([0.0, 1.3]), curvature_factor=np.array([0.3, 0.3]))
     assert P_MF.rows.shape == (1, len(dataclasses.fields(TireParameters)))
+
+
+@pytest.mark.parametrize("shape", [0.0, TMEASY, BRUSH], ids=["linearised", "tmeasy", "brush"])
+def test_load_sensitivity_scales_every_characteristic_as_the_magic_formula(shape):
+    """k -> k lam_k and mu -> mu lam_mu with lam = max(1 - q (F_z/F_z0 - 1), 0.2): the load-sensitive tire at F_z gives
+    the forces of the plain one with k_x, k_y and mu scaled by hand, over the linear range and the slide; q = 0 is the
+    plain tire bit for bit."""
+    plain = dataclasses.replace(P, shape_factor=shape)
+    q_k, q_mu, fz0 = 0.3, 0.1, 4000.0
+    loaded = dataclasses.replace(plain, nominal_load_n=fz0, load_sensitivity_stiffness=q_k, load_sensitivity_friction=q_mu)
+    vx = 15.0
+    vy = vx * np.tan(np.array([0.002, 0.02, 0.08, 0.3]))
+    omega = np.array([vx / RD, 1.02 * vx / RD, 0.95 * vx / RD, vx / RD])
+    for fz in (3000.0, 6000.0):
+        lam_k, lam_mu = 1.0 - q_k * (fz / fz0 - 1.0), 1.0 - q_mu * (fz / fz0 - 1.0)
+        by_hand = dataclasses.replace(plain, longitudinal_slip_stiffness=KX * lam_k, cornering_stiffness_per_rad=KY * lam_k)
+        kw = dict(xi_z=fz / P.vertical_stiffness_n_per_m, vx=vx, vy=vy, omega=omega, dt=LONG_DT)
+        a, b = call(p=loaded, **kw), call(p=by_hand, mu=MU * lam_mu, **kw)
+        np.testing.assert_allclose(a.fx_n, b.fx_n, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(a.fy_n, b.fy_n, rtol=1e-12, atol=1e-9)
+    same = dataclasses.replace(plain, nominal_load_n=1234.0)
+    kw = dict(vx=vx, vy=vy, omega=omega)
+    np.testing.assert_array_equal(np.array(call(p=same, **kw)), np.array(call(p=plain, **kw)))
 
 
 if __name__ == "__main__":

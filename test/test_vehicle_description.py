@@ -349,28 +349,32 @@ def test_magic_formula_tire_file_loads_and_linearised_refuses_its_keys(tmp_path,
     text = DEFAULT.read_text()
     assert TIRE_HEAD in text
     path = tmp_path / "mf.yaml"
-    path.write_text(text.replace(TIRE_HEAD, "tire:\n  characteristic: magic_formula\n  curvature_factor: -0.3\n"
-                                            "  load_sensitivity_stiffness: 0.3\n"))
+    path.write_text(text.replace(TIRE_HEAD, "tire:\n  characteristic: magic_formula\n  curvature_factor: -0.3\n"))
     v = load_vehicle(path)
     t = v.corner("fl").tire
     assert all(c.tire is t for c in v.corners)
     assert (t.characteristic, t.shape_factor, t.curvature_factor, t.nominal_load_n, t.load_sensitivity_stiffness,
-            t.load_sensitivity_friction) == ("magic_formula", 1.3, -0.3, 4000.0, 0.3, 0.0)  # defaults where not given
+            t.load_sensitivity_friction) == ("magic_formula", 1.3, -0.3, None, 0.2, 0.0)  # defaults where not given
     assert t.cornering_stiffness_per_rad == vehicle.corner("fl").tire.cornering_stiffness_per_rad
-    p = tire_parameters(v.corner("rr"))
+    p = tire_parameters(v.corner("rr"), 3100.0)  # no nominal load in the file: the wheel's static load
     assert (p.shape_factor, p.curvature_factor, p.nominal_load_n, p.load_sensitivity_stiffness,
-            p.load_sensitivity_friction) == (1.3, -0.3, 4000.0, 0.3, 0.0)
+            p.load_sensitivity_friction) == (1.3, -0.3, 3100.0, 0.2, 0.0)
     # the default file: TMeasy's characteristic, and the tire model gets shape_factor -2
     d = vehicle.corner("fl").tire
-    assert d.characteristic == "tmeasy" and d.shape_factor == -2.0 and d.load_sensitivity_stiffness == 0.0
-    assert tire_parameters(vehicle.corner("fl")).shape_factor == -2.0
+    assert d.characteristic == "tmeasy" and d.shape_factor == -2.0 and d.load_sensitivity_stiffness == 0.2 and d.nominal_load_n is None
+    assert tire_parameters(vehicle.corner("fl"), 4000.0).shape_factor == -2.0
     # a file without the key has TMeasy's characteristic
     plain = tmp_path / "plain.yaml"
     plain.write_text(text.replace(TIRE_HEAD, "tire:\n"))
     assert load_vehicle(plain).corner("rl").tire.characteristic == "tmeasy"
-    # Magic-Formula keys with another characteristic (linearised, or TMeasy by default) are refused, naming the key
+    # Magic-Formula shape keys with another characteristic (linearised, or TMeasy by default) are refused, naming the key;
+    # load sensitivity is every characteristic's
+    sensitive = tmp_path / "sensitive.yaml"
+    sensitive.write_text(text.replace(TIRE_HEAD, "tire:\n  characteristic: linearised\n  load_sensitivity_friction: 0.1\n  nominal_load_n: 3500\n"))
+    t = load_vehicle(sensitive).corner("rl").tire
+    assert (t.load_sensitivity_friction, t.nominal_load_n, tire_parameters(load_vehicle(sensitive).corner("rl"), 1.0).nominal_load_n) == (0.1, 3500.0, 3500.0)
     for head, key in (("  characteristic: linearised\n  shape_factor: 1.3\n", "shape_factor"),
-                      ("  load_sensitivity_friction: 0.1\n", "load_sensitivity_friction")):
+                      ("  curvature_factor: 0.1\n", "curvature_factor")):
         bad = tmp_path / f"{key}.yaml"
         bad.write_text(text.replace(TIRE_HEAD, "tire:\n" + head))
         with pytest.raises(VehicleConfigError) as err:
@@ -382,10 +386,10 @@ def test_magic_formula_tire_file_loads_and_linearised_refuses_its_keys(tmp_path,
     brush = tmp_path / "brush.yaml"
     brush.write_text(text.replace(TIRE_HEAD, "tire:\n  characteristic: brush\n"))
     b = load_vehicle(brush)
-    assert b.corner("fl").tire.characteristic == "brush" and tire_parameters(b.corner("rl")).shape_factor == -1.0
+    assert b.corner("fl").tire.characteristic == "brush" and tire_parameters(b.corner("rl"), 4000.0).shape_factor == -1.0
     tmeasy = tmp_path / "tmeasy.yaml"
     tmeasy.write_text(text.replace(TIRE_HEAD, "tire:\n  characteristic: tmeasy\n"))
-    assert tire_parameters(load_vehicle(tmeasy).corner("fr")).shape_factor == -2.0
+    assert tire_parameters(load_vehicle(tmeasy).corner("fr"), 4000.0).shape_factor == -2.0
     brush.write_text(text.replace(TIRE_HEAD, "tire:\n  characteristic: brush\n  shape_factor: 1.3\n"))
     with pytest.raises(VehicleConfigError, match="only with characteristic: magic_formula .the brush characteristic"):
         load_vehicle(brush)
@@ -435,8 +439,8 @@ ERRORS = [
     (lambda d: d.update(tire={"front": dict(d["tire"]), "rear": {"mu": 1.0}}), "tire.rear", "unknown key 'mu'"),
     (_set("tire.shape_factor", 1.3), "tire.shape_factor", "only with characteristic: magic_formula"),
     (lambda d: d.update(tire={"front": dict(d["tire"]), "rear": dict(d["tire"], characteristic="linearised",
-                                                                   nominal_load_n=4000.0)}),
-     "tire.rear.nominal_load_n", "only with characteristic: magic_formula"),
+                                                                   curvature_factor=0.2)}),
+     "tire.rear.curvature_factor", "only with characteristic: magic_formula"),
     (_set("tire.characteristic", "pacejka"), "tire.characteristic", "must be one of tmeasy, linearised, brush, magic_formula"),
     (lambda d: d["tire"].update(characteristic="magic_formula", shape_factor=0.0), "tire.shape_factor",
      "must be in [1, 2] (got 0)"),

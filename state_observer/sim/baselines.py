@@ -303,7 +303,7 @@ class LinearSingleTrack:
         x_rear = np.mean([c.wheel_centre_m[0] for c in corners if c.axle == "rear"])
         loads = np.asarray(d.static_loads_n, dtype=float)
         q_k = np.array([getattr(c.tire, "load_sensitivity_stiffness", 0.0) for c in corners])
-        f_z0 = np.array([getattr(c.tire, "nominal_load_n", 1.0) for c in corners])
+        f_z0 = np.array([c.tire.nominal_load_n if c.tire.nominal_load_n is not None else desc.static_wheel_load_n(c) for c in corners])
         lam_k = np.maximum(1.0 - q_k * (loads / f_z0 - 1.0), 0.2)
         stiffness = np.array([c.tire.cornering_stiffness_per_rad for c in corners]) * lam_k * loads
         front = np.array([c.axle == "front" for c in corners])

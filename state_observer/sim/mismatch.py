@@ -134,7 +134,7 @@ def truth_description(desc, m: Mismatch):
                                    longitudinal_slip_stiffness=t.longitudinal_slip_stiffness * m.longitudinal_stiffness)
         if m.magic_formula:
             tire = dataclasses.replace(tire, characteristic="magic_formula", shape_factor=m.mf_shape, curvature_factor=m.mf_curvature,
-                                       nominal_load_n=_static_wheel_load_n(desc, c), load_sensitivity_stiffness=MF_LOAD_SENSITIVITY_STIFFNESS,
+                                       nominal_load_n=desc.static_wheel_load_n(c), load_sensitivity_stiffness=MF_LOAD_SENSITIVITY_STIFFNESS,
                                        load_sensitivity_friction=MF_LOAD_SENSITIVITY_FRICTION)
         sd = c.spring_damper
         spring = dataclasses.replace(sd, stiffness_n_per_m=sd.stiffness_n_per_m * m.springs, damping_n_s_per_m=sd.damping_n_s_per_m * m.dampers)
@@ -146,14 +146,6 @@ def truth_description(desc, m: Mismatch):
         aero = dataclasses.replace(aero, downforce_area_m2=aero.downforce_area_m2 * m.downforce)
     return dataclasses.replace(desc, name=f"{desc.name} (truth, {m.describe()})", chassis=chassis, corners=tuple(corners), sensors=sensors,
                                aerodynamics=aero)
-
-
-def _static_wheel_load_n(desc, corner) -> float:
-    """Static load of a corner's wheel from the centre of mass (N): the tire's reference load F_z0."""
-    front, rear = desc.corners[0].wheel_centre_m[0], desc.corners[2].wheel_centre_m[0]
-    share_front = (desc.com_m[0] - rear) / (front - rear)
-    share = share_front if corner.axle == "front" else 1.0 - share_front
-    return float(0.5 * share * desc.total_mass_kg * GRAVITY_M_S2)
 
 
 def truth_sensors(config, m: Mismatch):

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ..conventions import GRAVITY_M_S2
 from ..errors import VehicleConfigError
 from .tire import BRUSH, TMEASY
 
@@ -108,9 +109,11 @@ class Wheel:
 @dataclass(frozen=True, eq=False)
 class Tire:
     """TMeasy (Rill) with its own rational characteristic (``characteristic: tmeasy``, the default), a linearised one
-    (``characteristic: linearised``), a brush one (``characteristic: brush``) or a Magic-Formula-shaped one with load sensitivity (``characteristic: magic_formula``;
-    see :mod:`.tire`); slip stiffnesses per unit normal load.  The trailing fields are optional keys; with the
-    characteristics other than magic_formula only their defaults are allowed (the keys are refused)."""
+    (``characteristic: linearised``), a brush one (``characteristic: brush``) or a Magic-Formula-shaped one (``characteristic: magic_formula``;
+    see :mod:`.tire`); slip stiffnesses per unit normal load.  The trailing fields are optional keys; shape and curvature
+    only with magic_formula (refused with the others).  Load sensitivity applies to every characteristic: the slip
+    stiffnesses and friction hold at ``nominal_load_n`` (default: each wheel's static load, so that the file's values
+    are those of the car standing) and fall by ``load_sensitivity_*`` per unit of relative load above it."""
 
     vertical_stiffness_n_per_m: float
     vertical_damping_n_s_per_m: float
@@ -126,7 +129,7 @@ class Tire:
     characteristic: str = "tmeasy"  # tmeasy | linearised | brush | magic_formula
     shape_factor: float = TMEASY  # Magic Formula C (-), 1..2; 0 = linearised, -1 = brush (tire.BRUSH), -2 = tmeasy (tire.TMEASY)
     curvature_factor: float = 0.0  # Magic Formula E (-), < 1
-    nominal_load_n: float = 4000.0  # F_z0 of the load sensitivity (N)
+    nominal_load_n: float | None = None  # F_z0 of the load sensitivity (N); None: each wheel's static load
     load_sensitivity_stiffness: float = 0.0  # q_k: k(F_z) = k (1 - q_k (F_z/F_z0 - 1)) (-)
     load_sensitivity_friction: float = 0.0  # q_mu: mu(F_z) = mu (1 - q_mu (F_z/F_z0 - 1)) (-)
 
@@ -223,6 +226,14 @@ class VehicleDescription:
     def total_mass_kg(self) -> float:
         """Chassis, rack and every corner part."""
         return self.chassis.mass_kg + self.steering.rack_mass_kg + sum(c.parts_mass_kg for c in self.corners)
+
+    def static_wheel_load_n(self, corner: Corner) -> float:
+        """Static load of ``corner``'s wheel (N): the axle's share of the weight by the centre of mass, half to each side
+        (the tires' default reference load F_z0)."""
+        front, rear = self.corners[0].wheel_centre_m[0], self.corners[2].wheel_centre_m[0]
+        share_front = (self.com_m[0] - rear) / (front - rear)
+        share = share_front if corner.axle == "front" else 1.0 - share_front
+        return float(0.5 * share * self.total_mass_kg * GRAVITY_M_S2)
 
     @property
     def com_m(self) -> np.ndarray:
@@ -396,8 +407,7 @@ def _tires(root: _Node) -> dict[str, Tire]:
 _TIRE_KEYS = tuple(f.name for f in dataclasses.fields(Tire) if f.default is dataclasses.MISSING)
 _TIRE_OPTIONAL = tuple(f.name for f in dataclasses.fields(Tire) if f.default is not dataclasses.MISSING)
 TIRE_CHARACTERISTICS = ("tmeasy", "linearised", "brush", "magic_formula")
-_MAGIC_FORMULA_KEYS = ("shape_factor", "curvature_factor", "nominal_load_n", "load_sensitivity_stiffness",
-                       "load_sensitivity_friction")
+_MAGIC_FORMULA_KEYS = ("shape_factor", "curvature_factor")
 _WHEEL_KEYS = tuple(f.name for f in dataclasses.fields(Wheel))
 
 
@@ -407,18 +417,16 @@ def _tire(node: _Node) -> Tire:
         for key in _MAGIC_FORMULA_KEYS:
             if node.has(key):
                 raise node.error(f"only with characteristic: magic_formula (the {characteristic} characteristic "
-                                 "has no shape or load sensitivity)", key)
+                                 "has no shape or curvature factor)", key)
         shape = dict(shape_factor={"brush": BRUSH, "tmeasy": TMEASY}.get(characteristic, 0.0))
     else:
         shape = dict(shape_factor=node.num("shape_factor", 1.0, 2.0, lo_incl=True, default=1.3),
-                     curvature_factor=node.num("curvature_factor", -10.0, 1.0, lo_incl=True, default=0.0),
-                     nominal_load_n=node.num("nominal_load_n", 100.0, 1e5, hints=(("kN", 1e3),), default=4000.0),
-                     load_sensitivity_stiffness=node.num("load_sensitivity_stiffness", 0.0, 1.0, lo_incl=True,
-                                                         default=0.0),
-                     load_sensitivity_friction=node.num("load_sensitivity_friction", 0.0, 1.0, lo_incl=True,
-                                                        default=0.0))
+                     curvature_factor=node.num("curvature_factor", -10.0, 1.0, lo_incl=True, default=0.0))
         if shape["curvature_factor"] >= 1.0:
             raise node.error(f"must be < 1 (got {_fmt(shape['curvature_factor'])})", "curvature_factor")
+    shape.update(nominal_load_n=node.num("nominal_load_n", 100.0, 1e5, hints=(("kN", 1e3),)) if node.has("nominal_load_n") else None,
+                 load_sensitivity_stiffness=node.num("load_sensitivity_stiffness", 0.0, 1.0, lo_incl=True, default=0.0),
+                 load_sensitivity_friction=node.num("load_sensitivity_friction", 0.0, 1.0, lo_incl=True, default=0.0))
     return Tire(
         node.num("vertical_stiffness_n_per_m", 2e4, 5e6, hints=_KN),
         node.num("vertical_damping_n_s_per_m", 0.0, 1e5, lo_incl=True),

@@ -103,7 +103,7 @@ class DetailedVehicle:
         specs = [self._corner(b, i, corner) for i, corner in enumerate(desc.corners)]
         b.add_force(SpringDampers(tuple(self.springs)))
         self._axle_loads(b)
-        tire = TireParameters.stack([tire_parameters(c) for c in desc.corners])
+        tire = TireParameters.stack([tire_parameters(c, desc.static_wheel_load_n(c)) for c in desc.corners])
         self.wheels = WheelLoads(specs, tire, self.road, "chassis", mu=desc.corners[0].tire.friction_coefficient if mu is None else mu)
         # brake torque T_b tanh(Omega/eps): with eps below T_b dt / I_spin the locking wheel's Newton
         # iterations jump between the saturated branches (Newton on tanh); this keeps its slope near the
@@ -436,8 +436,9 @@ class DetailedVehicle:
         )
 
 
-def tire_parameters(corner) -> TireParameters:
-    """The tire model's parameters of one corner of a vehicle description."""
+def tire_parameters(corner, static_load_n: float) -> TireParameters:
+    """The tire model's parameters of one corner of a vehicle description; ``static_load_n`` (N) is the reference load of
+    the load sensitivity where the file gives none."""
     t, w = corner.tire, corner.wheel
     return TireParameters(
         unloaded_radius_m=w.unloaded_radius_m,
@@ -454,7 +455,7 @@ def tire_parameters(corner) -> TireParameters:
         rolling_resistance_coefficient=t.rolling_resistance_coefficient,
         shape_factor=t.shape_factor,  # 0 for the linearised characteristic
         curvature_factor=t.curvature_factor,
-        nominal_load_n=t.nominal_load_n,
+        nominal_load_n=t.nominal_load_n if t.nominal_load_n is not None else static_load_n,
         load_sensitivity_stiffness=t.load_sensitivity_stiffness,
         load_sensitivity_friction=t.load_sensitivity_friction,
     )

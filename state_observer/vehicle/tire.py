@@ -63,8 +63,15 @@ k lam_k.  For 1 < C <= 2, f peaks at D where C atan(...) = pi/2 and falls toward
 D sin(C pi/2) for large sigma (C = 1 only approaches D).  E < 1 keeps the argument increasing,
 so f > 0 for sigma > 0 and the secant G = v* m stays positive.  The slip dampers m_x = k_x lam_k F_z m1, m_y = k_y lam_k F_z m1
 and everything after them are as in the linearised family; with C = 0 the code runs the
-linearised law unchanged (and then E, q_k, q_mu must be 0).  For B sigma < 1e-4 the series
+linearised law unchanged (and then E must be 0).  For B sigma < 1e-4 the series
 f = sigma + b sigma^3, b = -B^2 ((1 + E)/3 + C^2/6), replaces the 0/0 of f/w.
+
+Load sensitivity (every characteristic)
+---------------------------------------
+A real tire's cornering stiffness and friction grow less than its load (Pacejka 2012 §1.2; Rill 2012 §3.3: TMeasy's
+data give the cornering stiffness at F_z,N and 2 F_z,N).  The scaling of the Magic-Formula family above, k -> k lam_k
+and mu -> mu lam_mu, applies to each characteristic (q_k = q_mu = 0: none).  Each is f(sigma) = D g(sigma / D), so
+the load derivative of m1 is w dm1/dw (l_k - l_mu), l = (dlam/dF_z)/lam.
 
 Brush characteristic (``shape_factor`` = BRUSH = -1)
 ---------------------------------------------------
@@ -221,7 +228,7 @@ ROLLING_OMEGA_EPS_RAD_S = 0.5
 _MAY_BE_ZERO = ("vertical_damping_n_s_per_m", "rolling_resistance_coefficient",
                 "load_sensitivity_stiffness", "load_sensitivity_friction")
 # Magic-Formula-only fields: must be 0 where shape_factor is 0, BRUSH or TMEASY.
-_MF_ONLY = ("curvature_factor", "load_sensitivity_stiffness", "load_sensitivity_friction")
+_MF_ONLY = ("curvature_factor",)
 
 
 @dataclass(frozen=True)
@@ -254,8 +261,8 @@ class TireParameters:
     load_sensitivity_friction         q_mu (>= 0): mu_eff = mu max(1 - q_mu (F_z/F_z0 - 1), 0.2), -
 
     All fields must be finite; all must be > 0 except d_z, C_rr, C, q_k and q_mu, which may
-    be 0, and E (< 1).  Where C = 0, BRUSH or TMEASY, E, q_k and q_mu must be 0 (the linearised,
-    brush and TMeasy characteristics have none of them).  Array fields are stored as read-only float arrays.
+    be 0, and E (< 1).  Where C = 0, BRUSH or TMEASY, E must be 0 (the linearised,
+    brush and TMeasy characteristics have no curvature).  Array fields are stored as read-only float arrays.
     """
 
     unloaded_radius_m: ArrayLike
@@ -454,42 +461,46 @@ def tmeasy_into(rows, mu, xi_z, xi_z_dot, vx, vy, omega, xi0_x, xi0_y, dt, omega
         # slip velocities dv = (r_D Omega - v_x, -v_y), u = (k_x dv_x, k_y dv_y)
         v_star = rd * abs(om) + vn
         dvx, dvy = rd * om - vx[i], -vy[i]
+        # load sensitivity lam = max(1 - q (F_z/F_z0 - 1), 0.2); l = (dlam/dF_z)/lam (every characteristic; 1 and 0 for q = 0)
+        lam_k, lam_mu = 1.0 - qk * (fz / fz0 - 1.0), 1.0 - qmu * (fz / fz0 - 1.0)
+        l_k = -qk / (fz0 * lam_k) if lam_k > 0.2 else 0.0
+        l_mu = -qmu / (fz0 * lam_mu) if lam_mu > 0.2 else 0.0
+        lam_k, lam_mu = max(lam_k, 0.2), max(lam_mu, 0.2)
+        kx, ky = kx * lam_k, ky * lam_k
+        mu_i = mu[i] * lam_mu
+        ux, uy = kx * dvx, ky * dvy
+        w = math.hypot(ux, uy)
+        h = 0.0
         if shape == 0.0:
-            ux, uy = kx * dvx, ky * dvy
-            w = math.hypot(ux, uy)
             # slip damper per unit load m1 = min(1/v*, mu/w)
-            mu_v = mu[i] * v_star
+            mu_v = mu_i * v_star
             sat = w > mu_v
             den = max(w, mu_v)
-            m1 = mu[i] / den
+            m1 = mu_i / den
             # dm1/dv (saturated only) and dm1/dOmega
             g = m1 / (den * den) if sat else 0.0
             dm1_dvx, dm1_dvy = g * kx * ux, g * ky * uy
             dm1_dom = -rd * (dm1_dvx if sat else m1 * m1 * sign_om)
-            m_fz = m1                       # (dm_k/dF_z)/k_k
+            w_dm1_dw = -m1 if sat else 0.0
         elif shape < 0.0:
             # brush f = mu (1 - (1 - z)^3), z = sigma / (3 mu), or TMeasy's rational characteristic (module docstring)
-            ux, uy = kx * dvx, ky * dvy
-            w = math.hypot(ux, uy)
-            m1, fp, dm1_dw = _brush(w, v_star, mu[i]) if shape == BRUSH else _tmeasy(w, v_star, mu[i])
+            m1, fp, dm1_dw = _brush(w, v_star, mu_i) if shape == BRUSH else _tmeasy(w, v_star, mu_i)
             cos_x, cos_y = (ux / w, uy / w) if w > 1e-12 else (0.0, 0.0)
             dm1_dvx, dm1_dvy = -dm1_dw * kx * cos_x, -dm1_dw * ky * cos_y
             dm1_dom = rd * (dm1_dw * kx * cos_x - sign_om * fp / (v_star * v_star))
-            m_fz = m1
+            w_dm1_dw = w * dm1_dw
         else:
-            # load sensitivity lam = max(1 - q (F_z/F_z0 - 1), 0.2); l = (dlam/dF_z)/lam
-            lam_k, lam_mu = 1.0 - qk * (fz / fz0 - 1.0), 1.0 - qmu * (fz / fz0 - 1.0)
-            l_k = -qk / (fz0 * lam_k) if lam_k > 0.2 else 0.0
-            l_mu = -qmu / (fz0 * lam_mu) if lam_mu > 0.2 else 0.0
-            lam_k, lam_mu = max(lam_k, 0.2), max(lam_mu, 0.2)
-            kx, ky = kx * lam_k, ky * lam_k
-            ux, uy = kx * dvx, ky * dvy
-            w = math.hypot(ux, uy)
-            m1, fp, h = _magic_formula(w, v_star, shape, curv, mu[i] * lam_mu)
+            w_dm1_dw = 0.0
+            m1, fp, h = _magic_formula(w, v_star, shape, curv, mu_i)
             # dm1/dw = w h (fixed v*), dm1/dv* = -f'/v*^2 (fixed w)
             dm1_dvx, dm1_dvy = -h * kx * ux, -h * ky * uy
             dm1_dom = rd * (h * kx * ux - sign_om * fp / (v_star * v_star))
-            m_fz = m1 * (1.0 + fz * l_k) + fz * h * w * w * (l_k - l_mu)   # (dm_k/dF_z)/(k_k lam_k)
+        # (dm_k/dF_z)/(k_k lam_k), m_k = k_k lam_k F_z m1: each characteristic is f(sigma) = D g(sigma / D), so m1 moves
+        # with lam_k through w and with lam_mu through D as w dm1/dw (l_k - l_mu)
+        if shape > 0.0:
+            m_fz = m1 * (1.0 + fz * l_k) + fz * h * w * w * (l_k - l_mu)
+        else:
+            m_fz = m1 * (1.0 + fz * l_k) + fz * w_dm1_dw * (l_k - l_mu)
         fd_x, xi1_x, pk_x, ddv_x = _deflection(kx, cx, ddx, dvx, fz, m1, xi0_x[i], dt)
         fd_y, xi1_y, pk_y, ddv_y = _deflection(ky, cy, ddy, dvy, fz, m1, xi0_y[i], dt)
         pfx, pfy = pk_x * fz, pk_y * fz
