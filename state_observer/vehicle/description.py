@@ -106,6 +106,11 @@ class Wheel:
     dynamic_radius_m: float
 
 
+# A tire's slip stiffness grows less than its load (Pacejka 2012 §1.2; the Magic Formula's cornering stiffness peaks near
+# twice the nominal load): a file that does not say gets 20 % less stiffness per unit load per unit of relative load
+DEFAULT_LOAD_SENSITIVITY_STIFFNESS = 0.2
+
+
 @dataclass(frozen=True, eq=False)
 class Tire:
     """TMeasy (Rill) with its own rational characteristic (``characteristic: tmeasy``, the default), a linearised one
@@ -113,7 +118,8 @@ class Tire:
     see :mod:`.tire`); slip stiffnesses per unit normal load.  The trailing fields are optional keys; shape and curvature
     only with magic_formula (refused with the others).  Load sensitivity applies to every characteristic: the slip
     stiffnesses and friction hold at ``nominal_load_n`` (default: each wheel's static load, so that the file's values
-    are those of the car standing) and fall by ``load_sensitivity_*`` per unit of relative load above it."""
+    are those of the car standing) and fall by ``load_sensitivity_*`` per unit of relative load above it (defaults 0.2
+    for the stiffnesses, 0 for the friction)."""
 
     vertical_stiffness_n_per_m: float
     vertical_damping_n_s_per_m: float
@@ -130,7 +136,7 @@ class Tire:
     shape_factor: float = TMEASY  # Magic Formula C (-), 1..2; 0 = linearised, -1 = brush (tire.BRUSH), -2 = tmeasy (tire.TMEASY)
     curvature_factor: float = 0.0  # Magic Formula E (-), < 1
     nominal_load_n: float | None = None  # F_z0 of the load sensitivity (N); None: each wheel's static load
-    load_sensitivity_stiffness: float = 0.0  # q_k: k(F_z) = k (1 - q_k (F_z/F_z0 - 1)) (-)
+    load_sensitivity_stiffness: float = 0.2  # q_k: k(F_z) = k (1 - q_k (F_z/F_z0 - 1)) (-); DEFAULT_LOAD_SENSITIVITY_STIFFNESS
     load_sensitivity_friction: float = 0.0  # q_mu: mu(F_z) = mu (1 - q_mu (F_z/F_z0 - 1)) (-)
 
 
@@ -425,7 +431,8 @@ def _tire(node: _Node) -> Tire:
         if shape["curvature_factor"] >= 1.0:
             raise node.error(f"must be < 1 (got {_fmt(shape['curvature_factor'])})", "curvature_factor")
     shape.update(nominal_load_n=node.num("nominal_load_n", 100.0, 1e5, hints=(("kN", 1e3),)) if node.has("nominal_load_n") else None,
-                 load_sensitivity_stiffness=node.num("load_sensitivity_stiffness", 0.0, 1.0, lo_incl=True, default=0.0),
+                 load_sensitivity_stiffness=node.num("load_sensitivity_stiffness", 0.0, 1.0, lo_incl=True,
+                                                     default=DEFAULT_LOAD_SENSITIVITY_STIFFNESS),
                  load_sensitivity_friction=node.num("load_sensitivity_friction", 0.0, 1.0, lo_incl=True, default=0.0))
     return Tire(
         node.num("vertical_stiffness_n_per_m", 2e4, 5e6, hints=_KN),
