@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..conventions import GRAVITY_M_S2
 
 # Magic-Formula characteristic of the truth tires (Pacejka 2012 §4.3.2): shape C and curvature E drawn per seed over
 # the range of passenger-car tires (C 1.2-1.5 lateral, E -1.5..0.2: the force peaks at 1.8 to 5 times the slip where
