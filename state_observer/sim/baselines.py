@@ -279,12 +279,12 @@ class LinearSingleTrack:
         its ~7 s Newton solve). l_f, l_r from the mean wheel-centre x of each axle; axle
         cornering stiffness C = sum over its tires of k_y lam_k F_z,static with
         k_y = ``corner.tire.cornering_stiffness_per_rad`` and the tire model's load sensitivity
-        lam_k = max(1 - q_k (F_z / F_z0 - 1), 0.2) (q_k = ``load_sensitivity_stiffness``, 0 for the
-        linearised characteristic, so lam_k = 1); wheel radii the dynamic radii.
+        lam_k = max(1 - q_k (F_z / F_z0 - 1), 0.2) (q_k = ``load_sensitivity_stiffness``; F_z0 the file's
+        ``nominal_load_n``, else the wheel's static load, so lam_k = 1); wheel radii the dynamic radii.
 
-        With one k_y and no load sensitivity, l_f C_f = k_y m g l_f l_r / L = l_r C_r: the model is
-        neutral steer (K = 0) whatever the weight distribution; q_k > 0 makes the loaded axle
-        relatively softer (understeer for a nose-heavy car).
+        With one k_y and lam_k = 1, l_f C_f = k_y m g l_f l_r / L = l_r C_r: the model is neutral
+        steer (K = 0) whatever the weight distribution; q_k > 0 with a common F_z0 makes the loaded
+        axle relatively softer (understeer for a nose-heavy car).
         """
         from ..mbs.model import body_point
         from ..vehicle.detailed import DetailedVehicle
@@ -302,9 +302,8 @@ class LinearSingleTrack:
         x_front = np.mean([c.wheel_centre_m[0] for c in corners if c.axle == "front"])
         x_rear = np.mean([c.wheel_centre_m[0] for c in corners if c.axle == "rear"])
         loads = np.asarray(d.static_loads_n, dtype=float)
-        q_k = np.array([getattr(c.tire, "load_sensitivity_stiffness", 0.0) for c in corners])
-        f_z0 = np.array([c.tire.nominal_load_n if c.tire.nominal_load_n is not None else desc.static_wheel_load_n(c) for c in corners])
-        lam_k = np.maximum(1.0 - q_k * (loads / f_z0 - 1.0), 0.2)
+        tire = d.wheels.tire  # the tire model's own q_k and F_z0 per wheel (F_z0: the file's, else the static load)
+        lam_k = np.maximum(1.0 - tire.load_sensitivity_stiffness * (loads / tire.nominal_load_n - 1.0), 0.2)
         stiffness = np.array([c.tire.cornering_stiffness_per_rad for c in corners]) * lam_k * loads
         front = np.array([c.axle == "front" for c in corners])
         return cls(d.total_mass_kg, iz, x_front - cg[0], cg[0] - x_rear, stiffness[front].sum(), stiffness[~front].sum(),

@@ -136,7 +136,7 @@ class Tire:
     shape_factor: float = TMEASY  # Magic Formula C (-), 1..2; 0 = linearised, -1 = brush (tire.BRUSH), -2 = tmeasy (tire.TMEASY)
     curvature_factor: float = 0.0  # Magic Formula E (-), < 1
     nominal_load_n: float | None = None  # F_z0 of the load sensitivity (N); None: each wheel's static load
-    load_sensitivity_stiffness: float = 0.2  # q_k: k(F_z) = k (1 - q_k (F_z/F_z0 - 1)) (-); DEFAULT_LOAD_SENSITIVITY_STIFFNESS
+    load_sensitivity_stiffness: float = DEFAULT_LOAD_SENSITIVITY_STIFFNESS  # q_k: k(F_z) = k (1 - q_k (F_z/F_z0 - 1)) (-)
     load_sensitivity_friction: float = 0.0  # q_mu: mu(F_z) = mu (1 - q_mu (F_z/F_z0 - 1)) (-)
 
 
