@@ -354,14 +354,15 @@ def test_magic_formula_tire_file_loads_and_linearised_refuses_its_keys(tmp_path,
     t = v.corner("fl").tire
     assert all(c.tire is t for c in v.corners)
     assert (t.characteristic, t.shape_factor, t.curvature_factor, t.nominal_load_n, t.load_sensitivity_stiffness,
-            t.load_sensitivity_friction) == ("magic_formula", 1.3, -0.3, None, 0.2, 0.0)  # defaults where not given
+            t.load_sensitivity_friction) == ("magic_formula", 1.3, -0.3, None, 0.2, 0.05)  # defaults where not given
     assert t.cornering_stiffness_per_rad == vehicle.corner("fl").tire.cornering_stiffness_per_rad
     p = tire_parameters(v.corner("rr"), 3100.0)  # no nominal load in the file: the wheel's static load
     assert (p.shape_factor, p.curvature_factor, p.nominal_load_n, p.load_sensitivity_stiffness,
-            p.load_sensitivity_friction) == (1.3, -0.3, 3100.0, 0.2, 0.0)
+            p.load_sensitivity_friction) == (1.3, -0.3, 3100.0, 0.2, 0.05)
     # the default file: TMeasy's characteristic, and the tire model gets shape_factor -2
     d = vehicle.corner("fl").tire
     assert d.characteristic == "tmeasy" and d.shape_factor == -2.0 and d.load_sensitivity_stiffness == 0.2 and d.nominal_load_n is None
+    assert d.load_sensitivity_friction == 0.05
     assert tire_parameters(vehicle.corner("fl"), 4000.0).shape_factor == -2.0
     # a file without the key has TMeasy's characteristic
     plain = tmp_path / "plain.yaml"
@@ -370,7 +371,8 @@ def test_magic_formula_tire_file_loads_and_linearised_refuses_its_keys(tmp_path,
     # Magic-Formula shape keys with another characteristic (linearised, or TMeasy by default) are refused, naming the key;
     # load sensitivity is every characteristic's
     sensitive = tmp_path / "sensitive.yaml"
-    sensitive.write_text(text.replace(TIRE_HEAD, "tire:\n  characteristic: linearised\n  load_sensitivity_friction: 0.1\n  nominal_load_n: 3500\n"))
+    sensitive.write_text(text.replace(TIRE_HEAD, "tire:\n  characteristic: linearised\n  nominal_load_n: 3500\n")
+                         .replace("load_sensitivity_friction: 0.05", "load_sensitivity_friction: 0.1"))
     t = load_vehicle(sensitive).corner("rl").tire
     assert (t.load_sensitivity_friction, t.nominal_load_n, tire_parameters(load_vehicle(sensitive).corner("rl"), 1.0).nominal_load_n) == (0.1, 3500.0, 3500.0)
     for head, key in (("  characteristic: linearised\n  shape_factor: 1.3\n", "shape_factor"),

@@ -109,6 +109,9 @@ class Wheel:
 # A tire's slip stiffness grows less than its load (Pacejka 2012 §1.2; the Magic Formula's cornering stiffness peaks near
 # twice the nominal load): a file that does not say gets 20 % less stiffness per unit load per unit of relative load
 DEFAULT_LOAD_SENSITIVITY_STIFFNESS = 0.2
+# ... and its friction grows less than its load too, by less (the Magic Formula's peak factor falls some 5-10 % per unit
+# of relative load in passenger-car parameter sets, its p_Dy2; Pacejka 2012 ch. 4): a file that does not say gets 5 %
+DEFAULT_LOAD_SENSITIVITY_FRICTION = 0.05
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,7 +122,7 @@ class Tire:
     only with magic_formula (refused with the others).  Load sensitivity applies to every characteristic: the slip
     stiffnesses and friction hold at ``nominal_load_n`` (default: each wheel's static load, so that the file's values
     are those of the car standing) and fall by ``load_sensitivity_*`` per unit of relative load above it (defaults 0.2
-    for the stiffnesses, 0 for the friction)."""
+    for the stiffnesses, 0.05 for the friction)."""
 
     vertical_stiffness_n_per_m: float
     vertical_damping_n_s_per_m: float
@@ -137,7 +140,7 @@ class Tire:
     curvature_factor: float = 0.0  # Magic Formula E (-), < 1
     nominal_load_n: float | None = None  # F_z0 of the load sensitivity (N); None: each wheel's static load
     load_sensitivity_stiffness: float = DEFAULT_LOAD_SENSITIVITY_STIFFNESS  # q_k: k(F_z) = k (1 - q_k (F_z/F_z0 - 1)) (-)
-    load_sensitivity_friction: float = 0.0  # q_mu: mu(F_z) = mu (1 - q_mu (F_z/F_z0 - 1)) (-)
+    load_sensitivity_friction: float = DEFAULT_LOAD_SENSITIVITY_FRICTION  # q_mu: mu(F_z) = mu (1 - q_mu (F_z/F_z0 - 1)) (-)
 
 
 @dataclass(frozen=True, eq=False)
@@ -433,7 +436,8 @@ def _tire(node: _Node) -> Tire:
     shape.update(nominal_load_n=node.num("nominal_load_n", 100.0, 1e5, hints=(("kN", 1e3),)) if node.has("nominal_load_n") else None,
                  load_sensitivity_stiffness=node.num("load_sensitivity_stiffness", 0.0, 1.0, lo_incl=True,
                                                      default=DEFAULT_LOAD_SENSITIVITY_STIFFNESS),
-                 load_sensitivity_friction=node.num("load_sensitivity_friction", 0.0, 1.0, lo_incl=True, default=0.0))
+                 load_sensitivity_friction=node.num("load_sensitivity_friction", 0.0, 1.0, lo_incl=True,
+                                                    default=DEFAULT_LOAD_SENSITIVITY_FRICTION))
     return Tire(
         node.num("vertical_stiffness_n_per_m", 2e4, 5e6, hints=_KN),
         node.num("vertical_damping_n_s_per_m", 0.0, 1e5, lo_incl=True),
