@@ -364,10 +364,13 @@ def test_magic_formula_tire_file_loads_and_linearised_refuses_its_keys(tmp_path,
     assert d.characteristic == "tmeasy" and d.shape_factor == -2.0 and d.load_sensitivity_stiffness == 0.2 and d.nominal_load_n is None
     assert d.load_sensitivity_friction == 0.05
     assert tire_parameters(vehicle.corner("fl"), 4000.0).shape_factor == -2.0
-    # a file without the key has TMeasy's characteristic
+    # a file without the keys has TMeasy's characteristic and the schema's load sensitivities (the default file gives
+    # both sensitivities, so the assertions above read the file's)
     plain = tmp_path / "plain.yaml"
-    plain.write_text(text.replace(TIRE_HEAD, "tire:\n"))
-    assert load_vehicle(plain).corner("rl").tire.characteristic == "tmeasy"
+    lines = [line for line in text.replace(TIRE_HEAD, "tire:\n").splitlines(keepends=True) if "load_sensitivity_" not in line]
+    plain.write_text("".join(lines))
+    bare = load_vehicle(plain).corner("rl").tire
+    assert (bare.characteristic, bare.load_sensitivity_stiffness, bare.load_sensitivity_friction) == ("tmeasy", 0.2, 0.05)
     # Magic-Formula shape keys with another characteristic (linearised, or TMeasy by default) are refused, naming the key;
     # load sensitivity is every characteristic's
     sensitive = tmp_path / "sensitive.yaml"
