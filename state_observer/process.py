@@ -246,14 +246,16 @@ def _refuse_occupied(out_dir: Path, overwrite: bool) -> None:
 
 def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | None = None, *, overwrite: bool = False,
                 report: bool = True, skip_s: float = 20.0, progress=None, say=None, storage: str = DEFAULT_STORAGE,
-                bag_version: int = BAG_VERSION) -> dict:
+                bag_version: int = BAG_VERSION, report_workers: int | None = None) -> dict:
     """Run the observer over ``bag`` and write ``out_dir`` (module docstring); returns the summary.
     ``progress(t_s, duration_s)`` follows the bag; ``say(text)`` is told each other phase (the command prints them);
     with ``say`` the kernels are also loaded (or, on a fresh install, compiled) before the bag is read.
 
     The run is written into ``OUT.partial`` beside ``out_dir`` and replaces ``out_dir`` (with ``overwrite``, an
     earlier run there) only when it has completed; a failed run leaves ``OUT.partial`` as it got (its bag readable)
-    and ``out_dir`` untouched. The output folder may not be, hold or lie inside the input bag."""
+    and ``out_dir`` untouched. The output folder may not be, hold or lie inside the input bag.  The report's figures are
+    drawn by ``report_workers`` processes started with the run (:class:`~state_observer.report.pool.FigurePool`;
+    default two where more than one CPU is free, 0: in this process)."""
     bag, out_dir = Path(bag), Path(out_dir)
     config = config or load_config()
     info = bag_info(bag)
@@ -272,8 +274,15 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     if stage.exists():
         shutil.rmtree(stage)  # what a failed earlier run left
     stage.mkdir(parents=True)
-    summary = _process_into(bag, stage, target, info, wanted, config, report=report, skip_s=skip_s, progress=progress, say=say,
-                            storage=storage, bag_version=bag_version)
+    from .report.pool import FigurePool
+
+    pool = FigurePool.if_useful(report_workers) if report else None  # its workers import matplotlib while the bag runs
+    try:
+        summary = _process_into(bag, stage, target, info, wanted, config, report=report, skip_s=skip_s, progress=progress, say=say,
+                                storage=storage, bag_version=bag_version, figure_pool=pool)
+    finally:
+        if pool is not None:
+            pool.close()
     if target.exists():
         old = target.with_name(target.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
@@ -286,7 +295,7 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
 
 
 def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict, config: ObserverConfig, *, report: bool,
-                  skip_s: float, progress, say, storage: str = DEFAULT_STORAGE, bag_version: int = BAG_VERSION) -> dict:
+                  skip_s: float, progress, say, storage: str = DEFAULT_STORAGE, bag_version: int = BAG_VERSION, figure_pool=None) -> dict:
     """The body of :func:`process_bag`: the run written into the (new, empty) folder ``out_dir``, which becomes
     ``final_dir`` when it has completed (the summary and report name that)."""
     datum_note = "configured" if config.settings.datum is not None else "first good fix"
@@ -408,7 +417,7 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
         if say is not None:
             say("drawing the report")
         report_start = time.perf_counter()
-        write_run(out_dir, estimate, gnss, innov, truth, summary, title=f"state_observer: {bag.name}")
+        write_run(out_dir, estimate, gnss, innov, truth, summary, title=f"state_observer: {bag.name}", figure_pool=figure_pool)
         summary["timing"]["report s"] = round(time.perf_counter() - report_start, 3)  # returned and printed only
     else:
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -582,7 +591,8 @@ def process_one(bag: Path, out_dir: Path, config: ObserverConfig, overwrite: boo
             result = check_bag(bag, config)
             if not result.ok and not allow_dropped:
                 return {**row, "status": "failed", "error": f"the check failed ({result.verdict}); not processed"}
-        summary = process_bag(bag, out_dir, config, overwrite=overwrite, report=report, storage=storage, bag_version=bag_version)
+        summary = process_bag(bag, out_dir, config, overwrite=overwrite, report=report, storage=storage, bag_version=bag_version,
+                              report_workers=0)  # the fleet's bags already share the CPUs
     except Exception as exc:  # noqa: BLE001  (a fleet outlives one bag's fault; the error names it)
         message = str(exc) if isinstance(exc, (StateObserverError, OSError)) else f"{type(exc).__name__}: {exc}"
         return {**row, "status": "failed", "error": message}

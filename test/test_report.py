@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
+import signal
 
 import numpy as np
 import pytest
@@ -163,6 +165,29 @@ def test_full_run_report_and_csv_round_trip(tmp_path):
     assert back["innovations"]["dof"] == DOF
     assert back["summary"] == json.loads(json.dumps(summary, default=lambda v: v.item()))
     assert back["title"] == "Circle <test>"
+
+
+def test_figures_drawn_by_workers_are_the_ones_drawn_here(tmp_path):
+    """FigurePool (the figures of `process`, issue 17) draws byte for byte what make_figures draws in this process, and a
+    pool whose worker died draws them here, saying so."""
+    from state_observer.report.plots import make_figures
+    from state_observer.report.pool import FigurePool
+
+    estimate, gnss, innovations, truth, _ = synthetic_run(n=600)
+    for name in ("here", "pool", "broken"):
+        (tmp_path / name).mkdir()
+    here = make_figures(tmp_path / "here", estimate, gnss, innovations, truth, window_s=0.5)
+    with FigurePool(2) as pool:
+        drawn = pool.make_figures(tmp_path / "pool", estimate, gnss, innovations, truth, window_s=0.5)
+    assert drawn == here and len(here) == 6
+    for name, _, _ in here:
+        assert (tmp_path / "pool" / name).read_bytes() == (tmp_path / "here" / name).read_bytes(), name
+    with FigurePool(1) as pool:
+        os.kill(pool.pids[0], signal.SIGKILL)
+        with pytest.warns(RuntimeWarning, match="drawing workers failed"):
+            drawn = pool.make_figures(tmp_path / "broken", estimate, gnss, innovations, truth, window_s=0.5)
+    assert drawn == here
+    assert {p.name for p in (tmp_path / "broken").glob("*.png")} == {name for name, _, _ in here}
 
 
 def test_report_from_csv_rewrites_the_same_report(tmp_path):

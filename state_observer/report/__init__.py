@@ -38,8 +38,9 @@ _LISTS = ("sensor_names", "dof")  # list-valued keys of the innovations dict
 
 
 def write_run(out_dir, estimate: dict, gnss: dict, innovations: dict, truth: dict | None = None,
-              summary: dict | None = None, title: str = "state_observer run") -> Path:
-    """Write the run's CSV files and the report into out_dir (created if missing); returns the path of report.html."""
+              summary: dict | None = None, title: str = "state_observer run", figure_pool=None) -> Path:
+    """Write the run's CSV files and the report into out_dir (created if missing); returns the path of report.html.
+    ``figure_pool``: a :class:`~state_observer.report.pool.FigurePool` to draw the figures in (default: here)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _write_table(out / _FILES["estimate"], estimate)
@@ -54,7 +55,7 @@ def write_run(out_dir, estimate: dict, gnss: dict, innovations: dict, truth: dic
         else:
             path.write_text(json.dumps(value, indent=2, default=_json_default) + "\n")
     (out / _FILES["meta"]).write_text(json.dumps({"title": title}) + "\n")
-    return _report(out, estimate, gnss, innovations, truth, summary, title)
+    return _report(out, estimate, gnss, innovations, truth, summary, title, figure_pool)
 
 
 def write_report_from_csv(run_dir, title: str | None = None) -> Path:
@@ -85,9 +86,12 @@ def _read_run(run_dir) -> dict:
     }
 
 
-def _report(out: Path, estimate, gnss, innovations, truth, summary, title) -> Path:
-    from .page import window_of, write_page  # matplotlib and scipy only when a report is drawn
-    from .plots import make_figures
+def _report(out: Path, estimate, gnss, innovations, truth, summary, title, figure_pool=None) -> Path:
+    from .page import window_of, write_page  # scipy only when a report is written, matplotlib only where it is drawn
+    if figure_pool is not None:
+        make_figures = figure_pool.make_figures
+    else:
+        from .plots import make_figures
     figures = make_figures(out, estimate, gnss, innovations, truth, window_s=window_of(summary, estimate)[0])
     return write_page(out, title, summary, figures, estimate, gnss, innovations, truth,
                       files=[name for name in _FILES.values() if (out / name).is_file()])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .plots import nis_stats
+from .stats import nis_stats
 
 # The project's accuracy targets (issue 12): RMSE after the settling time; tire forces as RMSE over the
 # peak truth value of each component; mass as the mean absolute error.

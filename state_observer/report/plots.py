@@ -19,7 +19,8 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
-from scipy.special import chdtri
+
+from .stats import chi2_interval, nis_stats
 
 MAX_POINTS = 1500       # samples per plotted line (figures are 1200-1400 px wide)
 DPI = 100               # figure widths 12-14 in -> 1200-1400 px
@@ -42,37 +43,35 @@ RC = {
 }
 
 
-def chi2_interval(dof, low: float = 0.025, high: float = 0.975) -> tuple[float, float]:
-    """Quantiles ``low`` and ``high`` of the chi-square distribution with ``dof`` degrees of freedom."""
-    return float(chdtri(dof, 1.0 - low)), float(chdtri(dof, 1.0 - high))
-
-
 def make_figures(out: Path, estimate: dict, gnss: dict, innovations: dict,
                  truth: dict | None, window_s: float = 0.0) -> list[tuple[str, str, str]]:
     """Write the PNG files into out; returns (file name, heading, caption) of each one written,
     in PLOTS order (a drawing function may return (figure, facts): facts are appended to the caption).
     A figure without data (e.g. the error plot without truth) is not written, and
     an old file of that name is removed. A figure that fails is reported with a warning and comes
-    back as (None, heading, error message), so that one bad plot does not cost the whole report."""
+    back as (None, heading, error message), so that one bad plot does not cost the whole report.
+    :class:`~state_observer.report.pool.FigurePool` draws the same figures in worker processes."""
     run = Run(estimate, gnss, innovations, truth, window_s)
-    written = []
-    with matplotlib.rc_context(RC):
-        for filename, heading, caption, draw in PLOTS:
-            path = Path(out) / filename
-            path.unlink(missing_ok=True)
-            try:
-                fig = draw(run)
-                fig, facts = fig if isinstance(fig, tuple) else (fig, "")
-                if fig is not None:
-                    fig.savefig(path, dpi=DPI, pil_kwargs=PNG_OPTIONS)
-            except Exception as exc:  # noqa: BLE001 - report it, keep the other figures
-                warnings.warn(f"report: {filename} failed: {exc!r}", RuntimeWarning, stacklevel=2)
-                path.unlink(missing_ok=True)
-                written.append((None, heading, f"This figure failed: {exc!r}"))
-                continue
+    return [entry for entry in (write_figure(out, filename, run) for filename, *_ in PLOTS) if entry is not None]
+
+
+def write_figure(out: Path, filename: str, run: "Run") -> tuple[str | None, str, str] | None:
+    """Draw the :data:`PLOTS` figure ``filename`` of ``run`` into ``out/filename``: (file name, heading, caption), None
+    without its data (an old file of that name removed), (None, heading, error message) when it failed."""
+    _, heading, caption, draw_figure = next(entry for entry in PLOTS if entry[0] == filename)
+    path = Path(out) / filename
+    path.unlink(missing_ok=True)
+    try:
+        with matplotlib.rc_context(RC):
+            fig = draw_figure(run)
+            fig, facts = fig if isinstance(fig, tuple) else (fig, "")
             if fig is not None:
-                written.append((filename, heading, f"{caption} {facts}".strip()))
-    return written
+                fig.savefig(path, dpi=DPI, pil_kwargs=PNG_OPTIONS)
+    except Exception as exc:  # noqa: BLE001 - report it, keep the other figures
+        warnings.warn(f"report: {filename} failed: {exc!r}", RuntimeWarning, stacklevel=2)
+        path.unlink(missing_ok=True)
+        return None, heading, f"This figure failed: {exc!r}"
+    return (filename, heading, f"{caption} {facts}".strip()) if fig is not None else None
 
 
 class Run:
@@ -578,27 +577,6 @@ def _innovations(run: Run):
     if handles:
         fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=6, frameon=False)
     return fig
-
-
-def nis_stats(nis: np.ndarray, accepted: np.ndarray, dof) -> dict:
-    """Consistency figures of one sensor's NIS values: updates, rejected, and over the accepted
-    updates the mean NIS, the two-sided 95 % bounds of that mean for a consistent filter
-    (chi-square of n·dof over n: the time-average NIS test, Bar-Shalom, Li and Kirubarajan 2001,
-    Estimation with Applications to Tracking and Navigation, sec. 5.4.2) and the percentage of
-    single values inside the 95 % chi-square interval of dof (None without dof)."""
-    nis = np.asarray(nis, dtype=float)
-    accepted = np.asarray(accepted) > 0.5
-    finite = np.isfinite(nis) & accepted
-    n = int(finite.sum())
-    inside = bounds = None
-    if dof and n:
-        low, high = chi2_interval(dof)
-        inside = 100 * float(np.mean((nis[finite] >= low) & (nis[finite] <= high)))
-        low, high = chi2_interval(n * dof)
-        bounds = (low / n, high / n)
-    return {"updates": int(len(nis)), "rejected": int((~accepted).sum()),
-            "mean_nis": float(np.mean(nis[finite])) if n else float("nan"),
-            "mean_bounds": bounds, "inside_95_percent": inside}
 
 
 # (file name, heading, one-line caption, drawing function); order of the report.
