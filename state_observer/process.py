@@ -254,7 +254,7 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     The run is written into ``OUT.partial`` beside ``out_dir`` and replaces ``out_dir`` (with ``overwrite``, an
     earlier run there) only when it has completed; a failed run leaves ``OUT.partial`` as it got (its bag readable)
     and ``out_dir`` untouched. The output folder may not be, hold or lie inside the input bag.  The report's figures are
-    drawn by ``report_workers`` processes started with the run (:class:`~state_observer.report.pool.FigurePool`;
+    drawn by ``report_workers`` processes started with the bag's loop (:class:`~state_observer.report.pool.FigurePool`;
     default two where more than one CPU is free, 0: in this process)."""
     bag, out_dir = Path(bag), Path(out_dir)
     config = config or load_config()
@@ -276,7 +276,7 @@ def process_bag(bag: str | Path, out_dir: str | Path, config: ObserverConfig | N
     stage.mkdir(parents=True)
     from .report.pool import FigurePool
 
-    pool = FigurePool.if_useful(report_workers) if report else None  # its workers import matplotlib while the bag runs
+    pool = FigurePool.if_useful(report_workers, start=False) if report else None  # started once the model is built
     try:
         summary = _process_into(bag, stage, target, info, wanted, config, report=report, skip_s=skip_s, progress=progress, say=say,
                                 storage=storage, bag_version=bag_version, figure_pool=pool)
@@ -314,6 +314,8 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
         observer.warm_up()
     observer.record_gnss = True
     build_s = time.perf_counter() - build_start
+    if figure_pool is not None:
+        figure_pool.start()  # its workers import matplotlib while the bag runs
     duration_s, first_ns = info.duration_s, info.start_ns
     spools = out_dir / "spool"  # rows on disk while the bag runs, removed at the end
     spools.mkdir()

@@ -33,23 +33,32 @@ def usable_cpus() -> int:
 
 
 class FigurePool:
-    """``workers`` drawing processes, started now (their imports overlap what the caller does next).  Use as a context
-    manager, or call :meth:`close`."""
+    """``workers`` drawing processes, started now or at :meth:`start` (their imports overlap what the caller does next).
+    Use as a context manager, or call :meth:`close`."""
 
-    def __init__(self, workers: int = DEFAULT_WORKERS):
+    def __init__(self, workers: int = DEFAULT_WORKERS, start: bool = True):
         if workers < 1:
             raise ValueError(f"FigurePool needs at least one worker, got {workers}")
+        self.workers = workers
+        self._workers: list[subprocess.Popen] = []
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Start the workers (once; :meth:`make_figures` starts them if nobody did)."""
+        if self._workers:
+            return
         package_root = str(Path(__file__).resolve().parents[2])  # the state_observer this process runs
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
         self._workers = [subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-                         for _ in range(workers)]
+                         for _ in range(self.workers)]
 
     @classmethod
-    def if_useful(cls, workers: int | None = None) -> "FigurePool | None":
+    def if_useful(cls, workers: int | None = None, start: bool = True) -> "FigurePool | None":
         """A pool of ``workers`` (default: DEFAULT_WORKERS) when this process may use more than one CPU, else None
         (a worker sharing the one CPU would only slow the run it overlaps)."""
         workers = DEFAULT_WORKERS if workers is None else workers
-        return cls(workers) if workers >= 1 and usable_cpus() >= 2 else None
+        return cls(workers, start) if workers >= 1 and usable_cpus() >= 2 else None
 
     @property
     def pids(self) -> list[int]:
@@ -58,6 +67,7 @@ class FigurePool:
     def make_figures(self, out: Path, estimate: dict, gnss: dict, innovations: dict, truth: dict | None,
                      window_s: float = 0.0) -> list[tuple[str | None, str, str]]:
         """As :func:`state_observer.report.plots.make_figures`, the figures shared among the workers."""
+        self.start()
         n = len(self._workers)
         try:
             for k, worker in enumerate(self._workers):
