@@ -52,13 +52,14 @@ def make_figures(out: Path, estimate: dict, gnss: dict, innovations: dict,
     back as (None, heading, error message), so that one bad plot does not cost the whole report.
     :class:`~state_observer.report.pool.FigurePool` draws the same figures in worker processes."""
     run = Run(estimate, gnss, innovations, truth, window_s)
-    return [entry for entry in (write_figure(out, filename, run) for filename, *_ in PLOTS) if entry is not None]
+    return [entry for entry in (write_figure(out, plot, run) for plot in PLOTS) if entry is not None]
 
 
-def write_figure(out: Path, filename: str, run: "Run") -> tuple[str | None, str, str] | None:
-    """Draw the :data:`PLOTS` figure ``filename`` of ``run`` into ``out/filename``: (file name, heading, caption), None
-    without its data (an old file of that name removed), (None, heading, error message) when it failed."""
-    _, heading, caption, draw_figure = next(entry for entry in PLOTS if entry[0] == filename)
+def write_figure(out: Path, plot: tuple, run: "Run") -> tuple[str | None, str, str] | None:
+    """Draw the :data:`PLOTS` entry ``plot`` (file name, heading, caption, drawing function) of ``run`` into
+    ``out/<file name>``: (file name, heading, caption), None without its data (an old file of that name removed),
+    (None, heading, error message) when it failed."""
+    filename, heading, caption, draw_figure = plot
     path = Path(out) / filename
     path.unlink(missing_ok=True)
     try:

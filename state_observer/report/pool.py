@@ -40,17 +40,17 @@ class FigurePool:
         if workers < 1:
             raise ValueError(f"FigurePool needs at least one worker, got {workers}")
         self.workers = workers
-        self._workers: list[subprocess.Popen] = []
+        self._processes: list[subprocess.Popen] = []
         if start:
             self.start()
 
     def start(self) -> None:
         """Start the workers (once; :meth:`make_figures` starts them if nobody did)."""
-        if self._workers:
+        if self._processes:
             return
         package_root = str(Path(__file__).resolve().parents[2])  # the state_observer this process runs
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
-        self._workers = [subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self._processes = [subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
                          for _ in range(self.workers)]
 
     @classmethod
@@ -62,18 +62,18 @@ class FigurePool:
 
     @property
     def pids(self) -> list[int]:
-        return [w.pid for w in self._workers]
+        return [process.pid for process in self._processes]
 
     def make_figures(self, out: Path, estimate: dict, gnss: dict, innovations: dict, truth: dict | None,
                      window_s: float = 0.0) -> list[tuple[str | None, str, str]]:
         """As :func:`state_observer.report.plots.make_figures`, the figures shared among the workers."""
         self.start()
-        n = len(self._workers)
+        n = len(self._processes)
         try:
-            for k, worker in enumerate(self._workers):
-                pickle.dump((str(out), estimate, gnss, innovations, truth, float(window_s), n, k), worker.stdin, pickle.HIGHEST_PROTOCOL)
-                worker.stdin.flush()
-            answers = [pickle.load(worker.stdout) for worker in self._workers]
+            for k, process in enumerate(self._processes):
+                pickle.dump((str(out), estimate, gnss, innovations, truth, float(window_s), n, k), process.stdin, pickle.HIGHEST_PROTOCOL)
+                process.stdin.flush()
+            answers = [pickle.load(process.stdout) for process in self._processes]
             failed = [text for ok, text in answers if not ok]
             if failed:
                 raise RuntimeError(failed[0])
@@ -91,19 +91,19 @@ class FigurePool:
 
     def close(self) -> None:
         """End the workers (their stdin closed; killed if they do not stop)."""
-        for worker in self._workers:
+        for process in self._processes:
             try:
-                worker.stdin.close()
+                process.stdin.close()
             except OSError:
                 pass
-        for worker in self._workers:
+        for process in self._processes:
             try:
-                worker.wait(STOP_TIMEOUT_S)
+                process.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
-            worker.stdout.close()
-        self._workers = []
+                process.kill()
+                process.wait()
+            process.stdout.close()
+        self._processes = []
 
     def __enter__(self) -> "FigurePool":
         return self
@@ -122,7 +122,7 @@ def _draw_share(out: str, estimate, gnss, innovations, truth, window_s: float, s
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for index in range(share, len(PLOTS), shares):
-            entry = write_figure(Path(out), PLOTS[index][0], run)
+            entry = write_figure(Path(out), PLOTS[index], run)
             if entry is not None:
                 entries.append((index, entry))
     return entries

@@ -29,4 +29,3 @@ def nis_stats(nis: np.ndarray, accepted: np.ndarray, dof) -> dict:
     return {"updates": int(len(nis)), "rejected": int((~accepted).sum()),
             "mean_nis": float(np.mean(nis[finite])) if n else float("nan"),
             "mean_bounds": bounds, "inside_95_percent": inside}
-
