@@ -199,6 +199,24 @@ def test_runs_the_same_on_a_flat_mesh_road(desc):
     np.testing.assert_allclose(runs[0].tire_force_n, runs[1].tire_force_n, atol=1e-3)
 
 
+def test_starts_on_a_graded_road_away_from_the_origin(desc):
+    """Started 100 m up a 3 % grade the car stands on the road (3 m higher) with the loads it has at the origin:
+    the statics, solved at the origin, are lifted by the road's rise, not only moved across (before: 3 m of air), and
+    the car drives along the road, not into it (before: 10 % more load at the first step)."""
+    from state_observer.vehicle.road import FlatRoad
+
+    vehicle = DetailedVehicle(desc, road=FlatRoad(grade_x=0.03))
+    states = []
+    for position in ((0.0, 0.0), (100.0, 20.0)):
+        vehicle.start(speed_m_s=10.0, position_m=position)
+        vehicle.set_inputs(0.0, np.zeros(4), np.zeros(4))
+        assert vehicle.step().success
+        states.append(vehicle.truth())
+    assert states[1].position_enu_m[2] - states[0].position_enu_m[2] == pytest.approx(3.0, abs=0.01)
+    np.testing.assert_allclose(states[1].tire_force_n[:, 2], states[0].tire_force_n[:, 2], rtol=1e-3)
+    assert states[0].tire_force_n[:, 2].sum() == pytest.approx(desc.total_mass_kg * G, rel=0.005)
+
+
 def test_quaternion_from_matrix_matches_scipy():
     from scipy.spatial.transform import Rotation
 

@@ -340,12 +340,16 @@ class DetailedVehicle:
     # ----- running ---------------------------------------------------------------------------------
     def initial_state(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0)) -> tuple[np.ndarray, np.ndarray]:
         """Static equilibrium moved to ``position_m`` (ENU x, y) heading ``yaw_rad``, driving straight at
-        ``speed_m_s`` with the wheels rolling freely."""
+        ``speed_m_s`` along the road with the wheels rolling freely.  The equilibrium is solved at the origin heading +x and
+        lifted by the road's rise from there to ``position_m``, so on a graded plane the tires neither float nor
+        sink; turned by ``yaw_rad`` it sits exactly on the road only where the road is level."""
         if not hasattr(self, "q_static"):
             self.solve_statics()
         rot = Rotation.from_euler("z", yaw_rad).as_matrix()
-        q = transform_coordinates(self.model, self.q_static, rot, np.array([position_m[0], position_m[1], 0.0]))
-        v = speed_m_s * rot[:, 0]
+        road = self.road.contact(np.array([[0.0, 0.0], [position_m[0], position_m[1]]]))
+        q = transform_coordinates(self.model, self.q_static, rot, np.array([position_m[0], position_m[1], road.height_m[1] - road.height_m[0]]))
+        heading = np.array([rot[0, 0], rot[1, 0], road.gradient[1] @ rot[:2, 0]])  # along the road, not into it
+        v = speed_m_s * heading / np.linalg.norm(heading)
         qd = point_velocity_field(self.model, v, np.zeros(3), np.zeros(3), q)
         for k, w in enumerate(WHEELS):
             qd[self.model.index(f"th_{w}")] = speed_m_s / self.desc.corners[k].wheel.dynamic_radius_m
