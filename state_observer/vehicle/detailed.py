@@ -347,9 +347,10 @@ class DetailedVehicle:
             self.solve_statics()
         rot = Rotation.from_euler("z", yaw_rad).as_matrix()
         road = self.road.contact(np.array([[0.0, 0.0], [position_m[0], position_m[1]]]))
-        q = transform_coordinates(self.model, self.q_static, rot, np.array([position_m[0], position_m[1], road.height_m[1] - road.height_m[0]]))
-        heading = np.array([rot[0, 0], rot[1, 0], road.gradient[1] @ rot[:2, 0]])  # along the road, not into it
-        v = speed_m_s * heading / np.linalg.norm(heading)
+        rise_m = road.height_m[1] - road.height_m[0]
+        q = transform_coordinates(self.model, self.q_static, rot, np.array([position_m[0], position_m[1], rise_m]))
+        along_road = np.array([rot[0, 0], rot[1, 0], road.gradient[1] @ rot[:2, 0]])  # not into it
+        v = speed_m_s * along_road / np.linalg.norm(along_road)
         qd = point_velocity_field(self.model, v, np.zeros(3), np.zeros(3), q)
         for k, w in enumerate(WHEELS):
             qd[self.model.index(f"th_{w}")] = speed_m_s / self.desc.corners[k].wheel.dynamic_radius_m
