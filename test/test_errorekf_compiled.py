@@ -295,7 +295,8 @@ def test_imu_noise_factor_follows_an_accelerometer_noisier_than_it_says(true_sig
 def test_plant_noise_across_the_heading_falls_with_the_square_of_a_low_speed(speed):
     """White acceleration along the heading at its intensity; across it the same above lateral_plant_speed_m_s (10 m/s)
     and (v / 10)^2 of it below (at walking pace the steering geometry sets the slip angles); on the wheel spins (v / 20)^2
-    of theirs below spin_plant_speed_m_s (a spin error is a slip error d_omega r / v)."""
+    of theirs below spin_plant_speed_m_s (a spin error is a slip error d_omega r / v); on the heave, roll, pitch and
+    travels (v / 10)^2 of theirs below vertical_plant_speed_m_s (the road's excitation grows with the speed)."""
     s = ErrorEkfSettings()
     f = new_filter(s, speed_m_s=speed)
     assert f.predict()
@@ -310,6 +311,11 @@ def test_plant_noise_across_the_heading_falls_with_the_square_of_a_low_speed(spe
     assert 0.01 < spin_share < 0.6
     np.testing.assert_allclose(np.diag(f.plant)[N + spins] / f.dt, s.plant_sigma2[spins] * spin_share, rtol=1e-9)
     np.testing.assert_allclose(f.plant[np.ix_(spins, N + spins)], np.diag(f._white_block[0, 1] * s.plant_sigma2[spins] * spin_share), rtol=1e-9)
+    vertical = np.array([2, 3, 4, 6, 7, 8, 9])
+    vertical_share = min((speed_now / s.vertical_plant_speed_m_s) ** 2, 1.0)
+    assert vertical_share == 1.0 if speed > s.vertical_plant_speed_m_s else 0.01 < vertical_share < 0.6
+    np.testing.assert_allclose(np.diag(f.plant)[N + vertical] / f.dt, s.plant_sigma2[vertical] * vertical_share, rtol=1e-9)
+    np.testing.assert_allclose(f.plant[np.ix_(vertical, N + vertical)], np.diag(f._white_block[0, 1] * s.plant_sigma2[vertical] * vertical_share), rtol=1e-9)
 
 
 def test_plant_noise_across_the_heading_comes_back_after_a_low_speed():
