@@ -240,6 +240,30 @@ def test_without_measured_torques_the_longitudinal_correction_drives_the_wheels(
     assert f.unknown_drive_force_n == 0.0 and f.plant[k, k] == pytest.approx(f.settings.force_walk["longitudinal"] ** 2 * f.dt, rel=0.5)
 
 
+@pytest.mark.parametrize("hold_speed_m_s", [0.05, 0.0])
+def test_without_measured_torques_a_backward_force_brakes_a_standing_car(hold_speed_m_s):
+    """Unknown wheel torques, the model creeping backwards at 1 cm/s (a standing car's jitter): a backward force
+    correction goes onto every wheel's brake (the brakes hold it), not onto the driven wheels as a backward drive, below
+    ``unknown_force_hold_speed_m_s``; with it 0 the old rule (drive the way the car goes) applies."""
+    f = new_filter(ErrorEkfSettings(unknown_force_hold_speed_m_s=hold_speed_m_s), speed_m_s=0.0)
+    f.torques_known = False
+    assert f.predict()
+    f.correct()
+    v = f.vehicle
+    yaw = float(v.solver.q[5])
+    heading = np.array([np.cos(yaw), np.sin(yaw)])
+    v.solver.qd[:2] = -0.01 * heading
+    v.force_correction[:2] = -1500.0 * heading
+    f._torques_from_correction()
+    assert f.unknown_drive_force_n == pytest.approx(-1500.0, rel=1e-9)
+    if hold_speed_m_s > 0.0:
+        limits = np.array([c.max_brake_torque_n_m for c in v.desc.corners])
+        np.testing.assert_allclose(v.brake_torque_n_m, 1500.0 * limits / limits.sum() * v.contact.r_s, rtol=1e-9)
+        assert not v.drive_torque_n_m.any()
+    else:
+        assert (v.drive_torque_n_m < 0.0).any() and not v.brake_torque_n_m.any()
+
+
 def test_one_speed_on_both_wheels_of_an_axle_is_the_mean_of_their_rates():
     """A data set's vehicle speed put on both front wheels (the same number) is measured as the axle's mean rate: in a
     turn, where the model's front wheels turn at different rates, a speed equal to their mean changes nothing; taken
