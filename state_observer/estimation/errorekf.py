@@ -122,7 +122,8 @@ class ErrorEkfSettings:
     # reversing 4.4 -> 4.1 / 5.3 -> 3.8; Fx and Fz no worse; above 10 m/s unchanged.  With a speed only the standing
     # car's Fx is worse (2.7 -> 8.9 %), the car park's better (23.6 -> 13.5 %).  Smaller VERTICAL_COORDINATES, standing
     # Fy with GNSS / Fx with a speed only: the travels alone 10.7 / 3.0 %, without the heave 8.3 / 4.5, all seven 7.6 / 8.9;
-    # without the heave also reversing Fy 4.1 -> 4.3 % and the car park's speed-only Fx 13.5 -> 15.2: all seven kept.  0: off.
+    # without the heave also reversing Fy 4.1 -> 4.3 % and the car park's speed-only Fx 13.5 -> 15.2: all seven kept.  The
+    # speed-only standing Fx was the unknown force's sign flip (unknown_force_hold_speed_m_s: 8.9 -> 0.5 %).  0: off.
     vertical_plant_speed_m_s: float = 10.0
     # initial error sigmas per coordinate: positions (m, rad), velocities
     initial_position_sigma: np.ndarray = field(default_factory=lambda: np.array([1.0, 1.0, 0.01, 0.01, 0.01, 0.05] + [0.005] * 4 + [0.1] * 4))
