@@ -240,28 +240,40 @@ def test_without_measured_torques_the_longitudinal_correction_drives_the_wheels(
     assert f.unknown_drive_force_n == 0.0 and f.plant[k, k] == pytest.approx(f.settings.force_walk["longitudinal"] ** 2 * f.dt, rel=0.5)
 
 
-@pytest.mark.parametrize("hold_speed_m_s", [0.05, 0.0])
-def test_without_measured_torques_a_backward_force_brakes_a_standing_car(hold_speed_m_s):
-    """Unknown wheel torques, the model creeping backwards at 1 cm/s (a standing car's jitter): a backward force
-    correction goes onto every wheel's brake (the brakes hold it), not onto the driven wheels as a backward drive, below
-    ``unknown_force_hold_speed_m_s``; with it 0 the old rule (drive the way the car goes) applies."""
-    f = new_filter(ErrorEkfSettings(unknown_force_hold_speed_m_s=hold_speed_m_s), speed_m_s=0.0)
+@pytest.mark.parametrize("travelled", [1.0, -1.0])
+def test_without_measured_torques_a_standing_car_brakes_against_the_way_it_went(travelled):
+    """Unknown wheel torques: after driving forwards (backwards) at 2 m/s the model stands and creeps the other way at
+    1 cm/s (a standing car's jitter); a force correction against the way it went goes onto every wheel's brake (the
+    brakes hold it), not onto the driven wheels as a drive the way it creeps; along the way it went it drives, and once
+    the model goes the other way faster than ``travel_direction_speed_m_s`` the direction of travel turns."""
+    f = new_filter(speed_m_s=0.0)
     f.torques_known = False
     assert f.predict()
     f.correct()
     v = f.vehicle
     yaw = float(v.solver.q[5])
     heading = np.array([np.cos(yaw), np.sin(yaw)])
-    v.solver.qd[:2] = -0.01 * heading
-    v.force_correction[:2] = -1500.0 * heading
-    f._torques_from_correction()
-    assert f.unknown_drive_force_n == pytest.approx(-1500.0, rel=1e-9)
-    if hold_speed_m_s > 0.0:
-        limits = np.array([c.max_brake_torque_n_m for c in v.desc.corners])
-        np.testing.assert_allclose(v.brake_torque_n_m, 1500.0 * limits / limits.sum() * v.contact.r_s, rtol=1e-9)
-        assert not v.drive_torque_n_m.any()
-    else:
-        assert (v.drive_torque_n_m < 0.0).any() and not v.brake_torque_n_m.any()
+    brakes = np.array([c.max_brake_torque_n_m for c in v.desc.corners])
+    drives = np.array([c.max_drive_torque_n_m for c in v.desc.corners])
+
+    def split(speed_m_s, force_n):
+        v.solver.qd[:2] = speed_m_s * heading
+        v.force_correction[:2] = (force_n - f.unknown_drive_force_n) * heading
+        f._torques_from_correction()
+        assert f.unknown_drive_force_n == pytest.approx(force_n, rel=1e-9)
+        return v.drive_torque_n_m.copy(), v.brake_torque_n_m.copy()
+
+    split(2.0 * travelled, 0.0)
+    assert f.travel_direction == travelled
+    drive, brake = split(-0.01 * travelled, -1500.0 * travelled)  # held against the way it went: brakes
+    assert f.travel_direction == travelled and not drive.any()
+    np.testing.assert_allclose(brake, 1500.0 * brakes / brakes.sum() * v.contact.r_s, rtol=1e-9)
+    drive, brake = split(-0.01 * travelled, 800.0 * travelled)  # along the way it went: the driven wheels
+    np.testing.assert_allclose(drive, 800.0 * travelled * drives / drives.sum() * v.contact.r_s, rtol=1e-9)
+    assert not brake.any()
+    drive, brake = split(-0.2 * travelled, -1500.0 * travelled)  # it goes the other way now: a drive that way
+    assert f.travel_direction == -travelled and not brake.any()
+    np.testing.assert_allclose(drive, -1500.0 * travelled * drives / drives.sum() * v.contact.r_s, rtol=1e-9)
 
 
 def test_one_speed_on_both_wheels_of_an_axle_is_the_mean_of_their_rates():

@@ -123,7 +123,7 @@ class ErrorEkfSettings:
     # car's Fx is worse (2.7 -> 8.9 %), the car park's better (23.6 -> 13.5 %).  Smaller VERTICAL_COORDINATES, standing
     # Fy with GNSS / Fx with a speed only: the travels alone 10.7 / 3.0 %, without the heave 8.3 / 4.5, all seven 7.6 / 8.9;
     # without the heave also reversing Fy 4.1 -> 4.3 % and the car park's speed-only Fx 13.5 -> 15.2: all seven kept.  The
-    # speed-only standing Fx was the unknown force's sign flip (unknown_force_hold_speed_m_s: 8.9 -> 0.5 %).  0: off.
+    # speed-only standing Fx was the unknown force's sign flip (travel_direction_speed_m_s: 8.9 -> 0.5 %).  0: off.
     vertical_plant_speed_m_s: float = 10.0
     # initial error sigmas per coordinate: positions (m, rad), velocities
     initial_position_sigma: np.ndarray = field(default_factory=lambda: np.array([1.0, 1.0, 0.01, 0.01, 0.01, 0.05] + [0.005] * 4 + [0.1] * 4))
@@ -229,11 +229,12 @@ class ErrorEkfSettings:
     unknown_torque_walk: float = 1000.0
     # ... and the white acceleration along the heading is this one (m^2/s^3) instead of plant_sigma2[0]
     unknown_torque_plant_sigma2: float = 0.1
-    # ... and below this speed (m/s) a backward unknown force brakes (the brakes hold a standing car) rather than
-    # driving it backwards: the model's speed jitters about 0 standing, and each sign change put the walked force on the
-    # driven wheels alone (front tires at -4000 N, the truth's 0; tuning seed 102).  With a speed only, tuning seeds
-    # 100-102 standing: Fx 8.9 -> 0.5 %, Fy 26.1 -> 12.3 %.  0: off.
-    unknown_force_hold_speed_m_s: float = 0.05
+    # ... and split as a drive along the car's direction of travel, or a brake against it: that direction is the sign of
+    # the model's speed along the heading, kept while the speed is below this (m/s).  The instantaneous sign flipped with
+    # a standing model's jitter about 0, and each flip put a held (braking) force on the driven wheels alone as a drive
+    # (front tires at -4000 N, the truth's 0; tuning seed 102).  With a speed only, tuning seeds 100-102 standing: Fx 8.9
+    # -> 0.49 %, Fy 26.1 -> 11.8 %; reversing, car park, brake in turn, friction step unchanged.
+    travel_direction_speed_m_s: float = 0.1
     imu_biases: bool = True
     gyro_bias_sigma: float = 0.01  # rad/s (0.6 deg/s)
     gyro_bias_walk: float = 2e-5  # rad/s per sqrt(s) (a MEMS gyroscope's bias wanders by a few deg/h)
@@ -690,6 +691,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         # wheel torques: measured (set by the caller), or estimated from the longitudinal force correction
         self.torques_known = True
         self.unknown_drive_force_n = 0.0  # the drive (+) or brake (-) force along the heading that unknown torques give (N)
+        self.travel_direction = 1.0  # +1 forwards, -1 backwards: the model's, kept at low speed (travel_direction_speed_m_s)
         self.imu_noise_scale = {"gyroscope": 1.0, "accelerometer": 1.0}  # the IMU blocks' noise factors (imu_noise_adaptation_updates)
         self._long_col = self.force_names.index("longitudinal") if "longitudinal" in self.force_names else -1
         corners = desc.corners if desc is not None else ()
@@ -728,6 +730,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._correction_yaw = None
         self._forget_lateral_history()
         self.unknown_drive_force_n = 0.0
+        self.travel_direction = 1.0
 
     def _forget_lateral_history(self) -> None:
         """What the lateral correction's memory and the slide watch keep between steps (a start forgets it)."""
@@ -813,8 +816,9 @@ class VehicleErrorEKF(SensorBookkeeping):
         """Without measured wheel torques (the model's are zero, a guess), the force correction's part along the heading is
         the car's unknown drive or brake force: it moves into :attr:`unknown_drive_force_n`, which is kept (not faded) and
         drives the model's wheels as torques, F r_i split as the vehicle file's torque limits (drive along the direction
-        of travel on the driven wheels, brake against it on all), so the tires carry it through their slip as they carry a
-        measured torque's: the published longitudinal forces, and the combined slip that takes lateral grip, follow it."""
+        of travel on the driven wheels, brake against it on all; that direction is kept at low speed, so a standing car's
+        brakes hold it), so the tires carry it through their slip as they carry a measured torque's: the published
+        longitudinal forces, and the combined slip that takes lateral grip, follow it."""
         if self.torques_known:
             self.unknown_drive_force_n = 0.0
             return
@@ -831,8 +835,9 @@ class VehicleErrorEKF(SensorBookkeeping):
         radius = np.maximum(v.contact.r_s, 0.05)
         speed = c * v.solver.qd[0] + s * v.solver.qd[1]
         zero = np.zeros(4)
-        holding = force < 0.0 and abs(speed) < self.settings.unknown_force_hold_speed_m_s  # standing: the brakes hold it
-        if force * speed >= 0.0 and not holding:  # drives the car the way it goes (or starts it forwards)
+        if abs(speed) > self.settings.travel_direction_speed_m_s:
+            self.travel_direction = math.copysign(1.0, speed)
+        if force * self.travel_direction >= 0.0:  # drives the car the way it goes (a standing car: the way it went)
             v.set_inputs(v.steering_wheel_angle_rad, force * self._drive_share * radius, zero)
         else:
             v.set_inputs(v.steering_wheel_angle_rad, zero, abs(force) * self._brake_share * radius)
