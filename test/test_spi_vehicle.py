@@ -224,3 +224,37 @@ def test_a_standing_car_holds_its_pose_through_a_gnss_outage(monkeypatch):
     assert abs(poses[-1, 2] - poses[0, 2]) < np.radians(0.1)  # the yaw-rate part has taught the gyroscope's bias
     assert obs.counters["wheels"]["zero-velocity update"] > 2000  # 100 Hz for ~30 s
     assert np.linalg.norm(obs.estimate().state.velocity_enu_m_s) < 0.02
+
+
+@pytest.mark.parametrize("excited", [False, True])
+def test_a_window_without_excitation_updates_the_resistance_alone(excited):
+    """A window without longitudinal excitation (0.1 m/s^2) updates the resistance and leaves the mass where it is, even
+    with the two correlated (a Schmidt update: the Kalman gain would move the mass through the correlation, as it did by
+    8 kg on the harness' race circle); an excited one (0.8 m/s^2) moves both.  The covariance stays symmetric and
+    positive, and the mass's variance is kept without excitation."""
+    from state_observer.estimation.online import make_filter
+    from state_observer.estimation.spi import W_MASS, W_MASS_N
+    from state_observer.paths import default_vehicle_path
+    from state_observer.sensors.mounts import mounts_from_vehicle
+    from state_observer.vehicle.description import load_vehicle
+
+    desc = load_vehicle(default_vehicle_path())
+    f = make_filter(desc, mounts_from_vehicle(desc), "spi_reduced")
+    f.start(speed_m_s=20.0)
+    f.P_mass[:] = [[100.0**2, -0.8 * 100.0 * 300.0], [-0.8 * 100.0 * 300.0, 300.0**2]]
+    mass0, resistance0 = f.mass.copy()
+    a = 0.8 if excited else 0.1
+    n = 10
+    f._window.sums[W_MASS : W_MASS_N] = n * np.array([a, mass0 * a + resistance0 + 200.0, 0.0, 2.0 * mass0 * a + 100.0, 0.0])
+    f._window.sums[W_MASS_N] = n
+    f._last_window_a = a
+    p_mm = f.P_mass[0, 0]
+    f.update_parameters()
+    assert f.mass[1] > resistance0 + 10.0  # the 200 N the balance misses: the resistance takes a share
+    if excited:
+        assert abs(f.mass[0] - mass0) > 1.0
+    else:
+        assert f.mass[0] == mass0
+        assert f.P_mass[0, 0] == pytest.approx(p_mm + f.spi.mass_walk_kg_per_sqrt_s**2 * f.spi.every_steps * f.vehicle.dt_s)
+    assert f.P_mass[0, 1] == pytest.approx(f.P_mass[1, 0])
+    assert np.all(np.linalg.eigvalsh(f.P_mass) > 0.0)
