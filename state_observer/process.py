@@ -35,6 +35,7 @@ from .conventions import WHEELS, sideslip_rad, yaw_rad
 from .errors import StateObserverError
 from .estimation.intake import StreamLoss, stream_losses
 from .estimation.online import OpenLoop
+from .estimation.smoother import smooth_track
 from .io.bag import BAG_VERSION, DEFAULT_STORAGE, BagWriter, IoError, bag_info, custom_data, read_messages, read_raw
 from .io.convert import OUTPUT_TOPICS, SENSOR_MSGTYPES, TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC, typestore
 from .io.record import DATUM_KEY
@@ -137,6 +138,38 @@ def truth_rows(bag: Path, topics_in_bag, t0_ns: int, spool: Path, at_s=None) -> 
                          (pose.orientation.w, pose.orientation.x, pose.orientation.y, pose.orientation.z),
                          (twist.linear.x, twist.linear.y), twist.angular.z, forces, par.mass_kg, par.friction_coefficient))
     return rows.columns() if len(rows) else None
+
+
+def smoothed_columns(estimate: dict, observer, t0_ns: int) -> dict:
+    """The offline smoothed track (:func:`~state_observer.estimation.smoother.smooth_track`: every fix, those after each
+    instant too) as report columns ``x_smoothed_m``, ``y_smoothed_m``, ``xy_smoothed_sigma_m`` (the larger axis' 1-sigma);
+    NaN before the observer's latest start (a reset breaks the track)."""
+    t = np.asarray(estimate["t_s"], dtype=float)
+    out = {name: np.full(len(t), np.nan) for name in ("x_smoothed_m", "y_smoothed_m", "xy_smoothed_sigma_m")}
+    if not len(t) or observer.started_from is None:
+        return out
+    since_ns = observer.started_from[0]
+    rows = np.flatnonzero(t >= (since_ns - t0_ns) * 1e-9 - 1e-6)
+    if not len(rows):
+        return out
+    i0 = rows[0]
+    start = np.diag([estimate["x_sigma_m"][i0] ** 2, estimate["y_sigma_m"][i0] ** 2])
+    fixes = [f for f in observer.gnss_log if f.applied_ns >= since_ns]
+    track = smooth_track(t[rows], np.column_stack([estimate["x_m"][rows], estimate["y_m"][rows]]), estimate["yaw_rad"][rows], start,
+                         fixes, observer.mounts.gnss_position_m, t0_ns)
+    out["x_smoothed_m"][rows], out["y_smoothed_m"][rows] = track.position_m[:, 0], track.position_m[:, 1]
+    out["xy_smoothed_sigma_m"][rows] = np.sqrt(np.maximum(track.covariance_m2[:, 0, 0], track.covariance_m2[:, 1, 1]))
+    return out
+
+
+def smoothed_accuracy(estimate: dict, truth: dict, skip_s: float) -> dict:
+    """``position_smoothed_rmse_m``: the smoothed track's horizontal RMSE after ``skip_s`` (truth at the nearest earlier
+    instant), where it has one."""
+    t = np.asarray(estimate["t_s"], dtype=float)
+    k = _earlier(truth["t_s"], t)
+    err = np.hypot(estimate["x_smoothed_m"] - truth["x_m"][k], estimate["y_smoothed_m"] - truth["y_m"][k])
+    keep = (t >= skip_s) & np.isfinite(err)
+    return {"position_smoothed_rmse_m": float(np.sqrt(np.mean(err[keep] ** 2)))} if keep.any() else {}
 
 
 def _columns(rows: list, names: list) -> dict:
@@ -378,7 +411,8 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
         counts = writer.counts
     wall_s = time.perf_counter() - start
     estimate = rows.columns()
-    gnss = _columns([[(t - first_ns) * 1e-9, x, y, float(a)] for t, x, y, a in observer.gnss_log], ["t_s", "x_m", "y_m", "accepted"])
+    gnss = _columns([[(f.stamp_ns - first_ns) * 1e-9, f.east_m, f.north_m, float(f.accepted)] for f in observer.gnss_log], ["t_s", "x_m", "y_m", "accepted"])
+    estimate = {**estimate, **smoothed_columns(estimate, observer, first_ns)}
     innov = innovations.columns()
     used = [i for i, n in enumerate(sensor_names) if stats[n].dof]  # sensors that had updates
     renumber = np.full(len(sensor_names), -1.0)
@@ -405,6 +439,7 @@ def _process_into(bag: Path, out_dir: Path, final_dir: Path, info, wanted: dict,
     summary["evaluation window"] = {"from_s": skip, "to_s": round(t_end, 3), "settling_s": skip_s}
     if truth is not None and len(estimate["t_s"]):
         summary["accuracy against truth"] = accuracy(estimate, truth, skip)
+        summary["accuracy against truth"].update(smoothed_accuracy(estimate, truth, skip))
         ol = open_loop_rows.columns() if open_loop is not None and len(open_loop_rows) else None
         summary["baselines against truth"] = base = baselines(estimate, truth, gnss, ol, observer.mounts.gnss_position_m, skip)
         if ol is not None and "open loop" in base:

@@ -93,7 +93,7 @@ def test_the_race_cars_truth_has_its_downforce_drawn_and_a_physical_body():
 
 def test_every_configuration_is_measured_on_the_same_samples(short_scenario):
     r = short_scenario
-    assert set(r) == {"mismatch", "zero_sideslip", "gnss", "gnss_averaged", "kinematic_ekf", "single_track", "spi_reduced", "open_loop",
+    assert set(r) == {"mismatch", "zero_sideslip", "gnss", "gnss_averaged", "gnss_two_sided", "kinematic_ekf", "single_track", "spi_reduced", "open_loop",
                       "spi_reduced_no_gnss", "spi_reduced_speed_only"}
     assert "Magic Formula" in r["mismatch"]["description"]
     assert r["spi_reduced_speed_only"]["mass_observed"] == 0.0  # no torques: the mass is not observable and says so
@@ -102,6 +102,8 @@ def test_every_configuration_is_measured_on_the_same_samples(short_scenario):
             assert math.isfinite(r[config][key]), (config, key)
     assert r["spi_reduced"]["position_rmse_m"] < r["gnss"]["position_rmse_m"]  # the fixes alone are worse
     assert r["gnss_averaged"]["position_rmse_m"] < r["gnss"]["position_rmse_m"]
+    assert r["spi_reduced"]["position_smoothed_rmse_m"] < r["gnss"]["position_rmse_m"]  # process's offline track
+    assert "position_smoothed_rmse_m" not in r["spi_reduced_no_gnss"]  # nothing to smooth with
     assert r["spi_reduced"]["yaw_rate_rmse_dps"] < r["open_loop"]["yaw_rate_rmse_dps"]
     assert 0.0 <= r["spi_reduced"]["sideslip_2sigma_coverage"] <= 1.0
     assert r["zero_sideslip"]["sideslip_rmse_deg"] == pytest.approx(r["zero_sideslip"]["truth_sideslip_rms_deg"])
@@ -169,6 +171,9 @@ def test_the_averaged_fixes_are_the_weighted_mean_of_the_fix_errors_so_far():
     run = h.gnss_averaged_run(truth, h.gnss_run(None, config, samples), np.array([1.0, 0.0]), prior_sigma_m=1.0)
     np.testing.assert_allclose(run.t, [1.0, 2.0, 3.0])
     np.testing.assert_allclose(run.values["position"], [[0.5, 0.0], [0.0, 0.0], [0.5, 0.0]], atol=1e-6)
+    # with every fix at each instant (the offline smoother's bound): (1 - 1 + 2) / (1 + 3) = 1/2 m throughout
+    both = h.gnss_averaged_run(truth, h.gnss_run(None, config, samples), np.array([1.0, 0.0]), prior_sigma_m=1.0, every_fix=True)
+    np.testing.assert_allclose(both.values["position"], [[0.5, 0.0]] * 3, atol=1e-6)
 
 
 def test_summary_is_the_median_and_targets_compare_with_the_baselines():

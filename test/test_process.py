@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 
@@ -56,8 +57,15 @@ def test_process_writes_bag_csv_report_and_accuracy(short_bag, tmp_path):
     assert accuracy["position_rmse_m"] < 2.0 and accuracy["yaw_rate_rmse_dps"] < 1.0
     assert "from the bag's metadata" in summary["observer"]["datum"]
     header = (out / "estimate.csv").read_text().splitlines()[0].split(",")
-    assert {"t_s", "x_m", "fz_rr_n", "fz_sigma_rr_n", "mass_sigma_kg"} <= set(header)
+    assert {"t_s", "x_m", "fz_rr_n", "fz_sigma_rr_n", "mass_sigma_kg", "x_smoothed_m", "y_smoothed_m", "xy_smoothed_sigma_m"} <= set(header)
+    # the offline smoothed track: every fix, those after each instant too; finite from the start, its sigma below the
+    # causal one's at the start (the fixes after it place it)
+    table = np.genfromtxt(out / "estimate.csv", delimiter=",", names=True)
+    assert np.isfinite(table["x_smoothed_m"]).all() and np.isfinite(table["xy_smoothed_sigma_m"]).all()
+    assert table["xy_smoothed_sigma_m"][0] < 0.8 * max(table["x_sigma_m"][0], table["y_sigma_m"][0])
+    assert accuracy["position_smoothed_rmse_m"] < 2.0
     html = (out / "report.html").read_text()
+    assert "position offline, smoothed" in html
     assert "tire_forces.png" in html and (out / "tire_forces.png").stat().st_size > 1000
     assert list((out / "bag").glob("*.mcap")) and not list((out / "bag").glob("*.db3"))  # MCAP by default (issue 16)
 

@@ -1041,6 +1041,11 @@ class VehicleErrorEKF(SensorBookkeeping):
     def shift_position(self, offset_m: np.ndarray) -> None:
         self._correct_state(np.concatenate([offset_m, np.zeros(N - 3)]), np.zeros(N))
 
+    def pending_position_correction_m(self) -> np.ndarray:
+        """The horizontal position correction (east, north, m) the updates since the last model step have estimated:
+        the first error coordinates (the chassis position's), fed back into the model at the next step (:meth:`correct`)."""
+        return self.x[:2].copy()
+
     def update_gnss_velocity(self, velocity_enu_m_s: np.ndarray, covariance: np.ndarray) -> bool:
         """GNSS antenna velocity (ENU, m/s) with its covariance (3, 3); horizontal part only, as the fix."""
         h, H = self._h_gnss_velocity()

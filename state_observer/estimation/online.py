@@ -41,6 +41,7 @@ from ..sensors.samples import STREAM_OF, GnssFix, GnssVelocity, ImuSample, Steer
 from .errorekf import DetailedErrorEKF, VehicleErrorEKF, detailed_settings
 from .intake import STREAMS, InputLimits, SampleScreen, StampGaps, StreamCounter
 from .outputs import ObserverEstimate, Odometry, make_estimate, make_odometry
+from .smoother import FixRecord
 from .startup import Start, Startup
 
 OBSERVERS = ("spi_reduced", "errorekf_fe_reduced", "errorekf_detailed")
@@ -275,7 +276,7 @@ class OnlineObserver:
         self.gaps = StampGaps()  # messages missing before they reached the observer
         self.events: list[str] = []  # resets and other notable events, newest last (the caller may clear it)
         self.n_resets = 0
-        self.record_gnss = False  # when True, gnss_log collects (stamp_ns, east m, north m, accepted) of applied fixes
+        self.record_gnss = False  # when True, gnss_log collects a FixRecord of each fix given to the filter (smoother.py)
         self.gnss_log: list = []
         self.started_from: tuple | None = None  # (stamp ns, (x, y) m base_link, yaw rad, speed m/s) of the latest start
         self._clear()
@@ -507,10 +508,14 @@ class OnlineObserver:
                 count["dropped: no datum yet"] += 1
                 return
             enu = self.datum.to_enu(sample.latitude_deg, sample.longitude_deg, sample.altitude_m)
+            before = self._corrected_position() if self.record_gnss else None
             accepted = f.update_gnss_fix(enu, sample.position_covariance_enu_m2, age_s=age_s)
             count["applied" if accepted else "rejected by the gate"] += 1
             if self.record_gnss:
-                self.gnss_log.append((sample.stamp_ns, float(enu[0]), float(enu[1]), accepted))
+                jump = self._corrected_position() - before  # the update's and a re-acquisition's, in the track from the next step
+                C = sample.position_covariance_enu_m2
+                self.gnss_log.append(FixRecord(int(sample.stamp_ns), float(enu[0]), float(enu[1]), bool(accepted), int(self.t_ns),
+                                               (float(C[0, 0]), float(C[0, 1]), float(C[1, 1])), (float(jump[0]), float(jump[1]))))
         elif kind == "gnss_velocity":
             # moved forward to the model time along the model's acceleration (base_link origin's)
             v = np.asarray(sample.velocity_enu_m_s, float) + age_s * self.vehicle.solver.qdd[:3]
@@ -522,6 +527,11 @@ class OnlineObserver:
             count["applied" if accepted else "rejected by the gate"] += 1
             if s.standstill_updates and hasattr(f, "update_standstill") and self._standstill.update(sample.stamp_ns, rates):
                 count["zero-velocity update" if f.update_standstill() else "zero-velocity update rejected"] += 1
+
+    def _corrected_position(self) -> np.ndarray:
+        """base_link's horizontal position (ENU, m) as the next model step will have it: the model's plus the
+        corrections the updates since the last step have estimated."""
+        return make_odometry(self.filter, self.t_ns).position_m[:2] + self.filter.pending_position_correction_m()
 
     # ----- output ---------------------------------------------------------------------------------------
     def _cached(self, key: str, make):

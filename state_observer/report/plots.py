@@ -382,6 +382,9 @@ def _trajectory(run: Run):
         ax.plot(gx[accepted], gy[accepted], ".", color="tab:orange", markersize=4, alpha=0.8,
                 label=f"GNSS fix ({accepted.sum()})", zorder=3)
     ax.plot(run.e("x_m"), run.e("y_m"), color=EST, linewidth=2.4, label="estimate", zorder=4)
+    if run.has("x_smoothed_m") and run.has("y_smoothed_m"):
+        ax.plot(run.e("x_smoothed_m"), run.e("y_smoothed_m"), color="tab:purple", linewidth=1.2, linestyle="--",
+                label="smoothed offline (every fix)", zorder=5)
     if len(gx) and (~accepted).any():
         ax.plot(gx[~accepted], gy[~accepted], "x", color=REJECTED, markersize=7, markeredgewidth=1.6,
                 label=f"GNSS fix rejected ({(~accepted).sum()})", zorder=6)

@@ -13,7 +13,8 @@ For every manoeuvre and seed (Rodriguez 2020 §5.1's three simulations, on a tru
   (:class:`.baselines.KinematicEKF`), the linear single-track model run open loop
   (:class:`.baselines.LinearSingleTrack`, the GNSS-free reference), zero sideslip, and the raw GNSS fixes; beside
   them the fixes averaged with the motion known exactly (:func:`gnss_averaged_run`), the position no causal filter
-  can better.
+  can better, and the same with every fix of the run at each instant, the bound of the offline
+  smoothed track (:mod:`state_observer.estimation.smoother`) that ``process`` adds.
 
 Estimates are taken every ``RECORD_PERIOD_S`` of model time and compared with the truth at the same instant
 after ``SKIP_S`` (metrics of :func:`.evaluate.error_metrics`, plus the share of sideslip and tire-force errors
@@ -33,6 +34,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..estimation.smoother import smooth_track
 from ..sensors.samples import GnssFix, ImuSample, WheelSample
 from . import mismatch as mm
 from .evaluate import error_metrics, sideslip
@@ -231,8 +233,10 @@ def run_observer(desc, config, manoeuvre: Manoeuvre, samples: list, observer: st
     settings = OnlineSettings(observer=observer, start_mode="pose", start_pose=(xy[0], xy[1], yaw, speed), datum=(d.latitude_deg, d.longitude_deg, d.altitude_m),
                               sensors=sensors)
     obs = OnlineObserver(desc, mounts_from_vehicle(desc), settings)
+    obs.record_gnss = True  # for the offline smoother, as process does
     period_ns = round(RECORD_PERIOD_S * 1e9)
     rows, sigmas, bounds = [], [], []
+    start_covariance = None
     baseline_rows: list = []
     follower = OpenLoop(obs, lambda t_ns, x: baseline_rows.append(_state_row(t_ns * 1e-9, x)), period_ns) if open_loop else None
     next_ns = None
@@ -247,6 +251,8 @@ def run_observer(desc, config, manoeuvre: Manoeuvre, samples: list, observer: st
             e = obs.estimate()
             x = e.state
             rows.append(_state_row(obs.t_ns * 1e-9, x))
+            if start_covariance is None:
+                start_covariance = e.pose_covariance[:2, :2]
             vb = quaternion_rotate_inverse(x.orientation_wxyz, x.velocity_enu_m_s)
             speed_xy = max(math.hypot(vb[0], vb[1]), 0.5)
             sigmas.append((math.sqrt(max(e.twist_covariance[1, 1], 0.0)) / speed_xy, e.tire_force_sigma_n))
@@ -262,6 +268,9 @@ def run_observer(desc, config, manoeuvre: Manoeuvre, samples: list, observer: st
                      mass_observed=None if report is None else float(report["mass"]["status"] != 0),
                      cornering=None if report is None or "cornering_front" not in report else
                      tuple((report[a]["value"], report[a]["status"], report[a]["sigma"]) for a in ("cornering_front", "cornering_rear")))
+    if gnss and rows and obs.n_resets == 0:  # what process adds offline: every fix, those after each instant too
+        smoothed = smooth_track(run.t, run.values["position"], run.values["yaw"], start_covariance, obs.gnss_log, obs.mounts.gnss_position_m)
+        run.extra["smoothed_position"] = smoothed.position_m
     return run, (_columns(baseline_rows) if follower is not None and baseline_rows else None)
 
 
@@ -323,18 +332,22 @@ def gnss_run(desc, config, samples: list) -> Run:
     return Run(np.array([r[0] for r in rows]), dict(position=np.array([r[1] for r in rows])), dict(variance=np.array([r[2] for r in rows])))
 
 
-def gnss_averaged_run(truth: Run, fixes: Run, antenna_xy_m: np.ndarray, prior_sigma_m: float) -> Run:
+def gnss_averaged_run(truth: Run, fixes: Run, antenna_xy_m: np.ndarray, prior_sigma_m: float, every_fix: bool = False) -> Run:
     """The fixes (:func:`gnss_run`) averaged with the motion known exactly: at each fix, base_link's true position plus
     the inverse-variance weighted mean of the fix errors so far, after a start prior of ``prior_sigma_m`` (the
     observer's).  No causal filter given these fixes and that start can do better: the position figure's lower bound
-    on this harness."""
+    on this harness.  With ``every_fix`` the mean of all the run's fix errors at every instant: the bound of an offline
+    smoother (``process``'s smoothed track)."""
     if not len(fixes.t):
         return Run(fixes.t, dict(position=np.zeros((0, 2))))
     t, at_antenna, _ = aligned(truth, fixes, antenna_xy_m)
     _, at_base, _ = aligned(truth, fixes)
     weight = 1.0 / np.maximum(fixes.extra["variance"], 1e-6)
-    mean_error = np.cumsum(weight[:, None] * (fixes.values["position"] - at_antenna["position"]), axis=0)
-    mean_error /= (1.0 / prior_sigma_m**2 + np.cumsum(weight))[:, None]
+    weighted = weight[:, None] * (fixes.values["position"] - at_antenna["position"])
+    if every_fix:
+        mean_error = np.broadcast_to(weighted.sum(axis=0) / (1.0 / prior_sigma_m**2 + weight.sum()), weighted.shape)
+    else:
+        mean_error = np.cumsum(weighted, axis=0) / (1.0 / prior_sigma_m**2 + np.cumsum(weight))[:, None]
     return Run(t, dict(position=at_base["position"] + mean_error))
 
 
@@ -368,6 +381,9 @@ def run_metrics(truth: Run, est: Run, friction_step_s: float | None = None, ante
         out[f"nis_{name}"] = float(nis)
     if est.extra.get("mass_observed") is not None:
         out["mass_observed"] = est.extra["mass_observed"]  # 1: the data showed the mass (torque-driven acceleration)
+    if est.extra.get("smoothed_position") is not None and keep.any():
+        err = np.linalg.norm(est.extra["smoothed_position"] - tv["position"], axis=1)[keep]
+        out["position_smoothed_rmse_m"] = float(np.sqrt(np.mean(err * err)))
     return out
 
 
@@ -422,6 +438,7 @@ def evaluate_scenario(manoeuvre: str, seed: int, cache_dir: Path | None = None, 
     out["gnss"] = run_metrics(truth, fixes, antenna_xy_m=antenna_xy)
     start_sigma = float(ErrorEkfSettings().initial_position_sigma[0])  # the observer's prior on a given start position
     out["gnss_averaged"] = run_metrics(truth, gnss_averaged_run(truth, fixes, antenna_xy, start_sigma))
+    out["gnss_two_sided"] = run_metrics(truth, gnss_averaged_run(truth, fixes, antenna_xy, start_sigma, every_fix=True))
     for name in ("kinematic_ekf", "single_track"):
         out[name] = run_metrics(truth, run_baseline(name, desc, config, m, truths[0].t_s, samples))
     for i, observer in enumerate(observers):
@@ -486,12 +503,12 @@ def summarise(results: dict) -> dict:
     return out
 
 
-COLUMNS = (("position_rmse_m", "pos m", 1.0), ("sideslip_rmse_deg", "beta deg", 1.0), ("yaw_rate_rmse_dps", "r dps", 1.0),
+COLUMNS = (("position_rmse_m", "pos m", 1.0), ("position_smoothed_rmse_m", "pos sm m", 1.0), ("sideslip_rmse_deg", "beta deg", 1.0), ("yaw_rate_rmse_dps", "r dps", 1.0),
            ("tire_force_nrmse_long", "Fx %", 100.0), ("tire_force_nrmse_lat", "Fy %", 100.0), ("tire_force_nrmse_vert", "Fz %", 100.0),
            ("mass_error_pct", "mass %", 1.0), ("cornering_error_pct", "Cy %", 1.0), ("friction_abs_error", "mu err", 1.0),
            ("friction_bound_excess", "LB-mu", 1.0), ("sideslip_2sigma_coverage", "beta 2s", 100.0),
            ("tire_force_2sigma_coverage", "F 2s", 100.0), ("cornering_2sigma_coverage", "Cy 2s", 100.0))
-ORDER = ("spi_reduced", "errorekf_fe_reduced", "open_loop", "kinematic_ekf", "gnss", "gnss_averaged", "zero_sideslip", "spi_reduced_no_gnss",
+ORDER = ("spi_reduced", "errorekf_fe_reduced", "open_loop", "kinematic_ekf", "gnss", "gnss_averaged", "gnss_two_sided", "zero_sideslip", "spi_reduced_no_gnss",
          "errorekf_fe_reduced_no_gnss", "spi_reduced_speed_only", "single_track")
 
 
@@ -538,6 +555,8 @@ def targets(summary: dict, observer: str = "spi_reduced") -> list[dict]:
                     goal(name, f"tire force {component} below open loop ({100 * ol:.1f} %)", 100 * o[key], o[key] < ol)
         if "position_rmse_m" in o:
             goal(name, "position RMSE <= 0.25 m", o["position_rmse_m"], o["position_rmse_m"] <= 0.25)
+        if "position_smoothed_rmse_m" in o:
+            goal(name, "offline (process, smoothed) position RMSE <= 0.25 m", o["position_smoothed_rmse_m"], o["position_smoothed_rmse_m"] <= 0.25)
         if "yaw_rate_rmse_dps" in o:
             goal(name, f"yaw-rate RMSE below the gyro noise ({GYRO_NOISE_DPS:.2f} deg/s)", o["yaw_rate_rmse_dps"], o["yaw_rate_rmse_dps"] < GYRO_NOISE_DPS)
         if "sideslip_2sigma_coverage" in o:
