@@ -35,7 +35,7 @@ from .conventions import WHEELS, sideslip_rad, yaw_rad
 from .errors import StateObserverError
 from .estimation.intake import StreamLoss, stream_losses
 from .estimation.online import OpenLoop
-from .estimation.smoother import smooth_track
+from .estimation.smoother import smooth_since_start
 from .io.bag import BAG_VERSION, DEFAULT_STORAGE, BagWriter, IoError, bag_info, custom_data, read_messages, read_raw
 from .io.convert import OUTPUT_TOPICS, SENSOR_MSGTYPES, TF_MESSAGE, TF_STATIC_TOPIC, TF_TOPIC, typestore
 from .io.record import DATUM_KEY
@@ -141,35 +141,28 @@ def truth_rows(bag: Path, topics_in_bag, t0_ns: int, spool: Path, at_s=None) -> 
 
 
 def smoothed_columns(estimate: dict, observer, t0_ns: int) -> dict:
-    """The offline smoothed track (:func:`~state_observer.estimation.smoother.smooth_track`: every fix, those after each
-    instant too) as report columns ``x_smoothed_m``, ``y_smoothed_m``, ``xy_smoothed_sigma_m`` (the larger axis' 1-sigma);
-    NaN before the observer's latest start (a reset breaks the track)."""
-    t = np.asarray(estimate["t_s"], dtype=float)
-    out = {name: np.full(len(t), np.nan) for name in ("x_smoothed_m", "y_smoothed_m", "xy_smoothed_sigma_m")}
-    if not len(t) or observer.started_from is None:
-        return out
-    since_ns = observer.started_from[0]
-    rows = np.flatnonzero(t >= (since_ns - t0_ns) * 1e-9 - 1e-6)
-    if not len(rows):
-        return out
-    i0 = rows[0]
-    start = np.diag([estimate["x_sigma_m"][i0] ** 2, estimate["y_sigma_m"][i0] ** 2])
-    fixes = [f for f in observer.gnss_log if f.applied_ns >= since_ns]
-    track = smooth_track(t[rows], np.column_stack([estimate["x_m"][rows], estimate["y_m"][rows]]), estimate["yaw_rad"][rows], start,
-                         fixes, observer.mounts.gnss_position_m, t0_ns)
-    out["x_smoothed_m"][rows], out["y_smoothed_m"][rows] = track.position_m[:, 0], track.position_m[:, 1]
-    out["xy_smoothed_sigma_m"][rows] = np.sqrt(np.maximum(track.covariance_m2[:, 0, 0], track.covariance_m2[:, 1, 1]))
-    return out
+    """The offline smoothed track (:func:`~state_observer.estimation.smoother.smooth_since_start`: every fix, those after
+    each instant too) as report columns ``x_smoothed_m``, ``y_smoothed_m``, ``xy_smoothed_sigma_m`` (the larger axis'
+    1-sigma); NaN before the observer's latest start (a reset breaks the track)."""
+    track = smooth_since_start(estimate["t_s"], np.column_stack([estimate["x_m"], estimate["y_m"]]), estimate["yaw_rad"],
+                               np.column_stack([estimate["x_sigma_m"], estimate["y_sigma_m"]]), observer.gnss_log,
+                               observer.mounts.gnss_position_m, None if observer.started_from is None else observer.started_from[0], t0_ns)
+    return dict(zip(("x_smoothed_m", "y_smoothed_m", "xy_smoothed_sigma_m"), track.T))
 
 
 def smoothed_accuracy(estimate: dict, truth: dict, skip_s: float) -> dict:
     """``position_smoothed_rmse_m``: the smoothed track's horizontal RMSE after ``skip_s`` (truth at the nearest earlier
-    instant), where it has one."""
+    instant; :func:`state_observer.sim.evaluate.error_metrics`), where it has one."""
+    from .sim.evaluate import error_metrics
+
     t = np.asarray(estimate["t_s"], dtype=float)
-    k = _earlier(truth["t_s"], t)
-    err = np.hypot(estimate["x_smoothed_m"] - truth["x_m"][k], estimate["y_smoothed_m"] - truth["y_m"][k])
-    keep = (t >= skip_s) & np.isfinite(err)
-    return {"position_smoothed_rmse_m": float(np.sqrt(np.mean(err[keep] ** 2)))} if keep.any() else {}
+    smoothed = np.column_stack([estimate["x_smoothed_m"], estimate["y_smoothed_m"]])
+    has = np.isfinite(smoothed).all(axis=1) & (t >= skip_s)
+    if not has.any():
+        return {}
+    k = _earlier(truth["t_s"], t[has])
+    true_xy = np.column_stack([truth["x_m"][k], truth["y_m"][k]])
+    return {"position_smoothed_rmse_m": error_metrics(t[has], {"position": true_xy}, {"position": smoothed[has]}, skip_s)["position_rmse_m"]}
 
 
 def _columns(rows: list, names: list) -> dict:

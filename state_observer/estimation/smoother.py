@@ -121,8 +121,8 @@ def smooth_track(t_s: np.ndarray, position_m: np.ndarray, yaw_rad: np.ndarray, s
     q = min(WALK_GRID_M2_S, key=lambda w: _forward(dt, z, R, start, w, keep=False)[0])
     _, mf, Pf, Pp = _forward(dt, z, R, start, q, keep=True)
     # RTS backwards over the fixes: C = Pf_k Pp_{k+1}^-1 (the random walk's transition is I)
-    ms, Ps = mf.copy(), _mat(Pf)
     Pf_m, Pp_m = _mat(Pf), _mat(Pp)
+    ms, Ps = mf.copy(), Pf_m.copy()
     for k in range(len(tf) - 2, -1, -1):
         C = Pf_m[k] @ np.linalg.inv(Pp_m[k + 1])
         ms[k] = mf[k] + C @ (ms[k + 1] - mf[k])
@@ -145,3 +145,24 @@ def smooth_track(t_s: np.ndarray, position_m: np.ndarray, yaw_rad: np.ndarray, s
         d[inside] = prev_m[inside] + np.einsum("nij,nj->ni", C, ms[j] - prev_m[inside])
         cov[inside] = Pt + C @ (Ps[j] - Pp_m[j]) @ np.transpose(C, (0, 2, 1))
     return SmoothedTrack(D + d, cov, float(q), len(used))
+
+
+def smooth_since_start(t_s: np.ndarray, position_m: np.ndarray, yaw_rad: np.ndarray, sigma_xy_m: np.ndarray, fixes: list[FixRecord],
+                       antenna_m, started_ns: int | None, t0_ns: int = 0) -> np.ndarray:
+    """:func:`smooth_track` over the rows from the observer's latest start (``OnlineObserver.started_from[0]``; a reset
+    breaks the track) with the fixes applied since, started from the diagonal of the rows' east and north 1-sigma
+    ``sigma_xy_m`` (N, 2) there: (N, 3) east, north and the larger axis' 1-sigma per row (m), NaN before that start
+    (``process``'s columns and ``evaluate``'s figure, one path)."""
+    t_s = np.asarray(t_s, dtype=float)
+    out = np.full((len(t_s), 3), np.nan)
+    if started_ns is None:
+        return out
+    rows = np.flatnonzero(t_s >= (started_ns - t0_ns) * 1e-9 - 1e-6)
+    if not len(rows):
+        return out
+    sigma = np.asarray(sigma_xy_m, dtype=float)[rows[0]]
+    track = smooth_track(t_s[rows], np.asarray(position_m, dtype=float)[rows], np.asarray(yaw_rad, dtype=float)[rows], np.diag(sigma**2),
+                         [f for f in fixes if f.applied_ns >= started_ns], antenna_m, t0_ns)
+    out[rows, :2] = track.position_m
+    out[rows, 2] = np.sqrt(np.maximum(track.covariance_m2[:, 0, 0], track.covariance_m2[:, 1, 1]))
+    return out

@@ -34,7 +34,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..estimation.smoother import smooth_track
+from ..estimation.smoother import smooth_since_start
 from ..sensors.samples import GnssFix, ImuSample, WheelSample
 from . import mismatch as mm
 from .evaluate import error_metrics, sideslip
@@ -235,8 +235,7 @@ def run_observer(desc, config, manoeuvre: Manoeuvre, samples: list, observer: st
     obs = OnlineObserver(desc, mounts_from_vehicle(desc), settings)
     obs.record_gnss = True  # for the offline smoother, as process does
     period_ns = round(RECORD_PERIOD_S * 1e9)
-    rows, sigmas, bounds = [], [], []
-    start_covariance = None
+    rows, sigmas, bounds, position_sigmas = [], [], [], []
     baseline_rows: list = []
     follower = OpenLoop(obs, lambda t_ns, x: baseline_rows.append(_state_row(t_ns * 1e-9, x)), period_ns) if open_loop else None
     next_ns = None
@@ -251,8 +250,7 @@ def run_observer(desc, config, manoeuvre: Manoeuvre, samples: list, observer: st
             e = obs.estimate()
             x = e.state
             rows.append(_state_row(obs.t_ns * 1e-9, x))
-            if start_covariance is None:
-                start_covariance = e.pose_covariance[:2, :2]
+            position_sigmas.append(np.sqrt(np.diag(e.pose_covariance)[:2]))
             vb = quaternion_rotate_inverse(x.orientation_wxyz, x.velocity_enu_m_s)
             speed_xy = max(math.hypot(vb[0], vb[1]), 0.5)
             sigmas.append((math.sqrt(max(e.twist_covariance[1, 1], 0.0)) / speed_xy, e.tire_force_sigma_n))
@@ -268,9 +266,9 @@ def run_observer(desc, config, manoeuvre: Manoeuvre, samples: list, observer: st
                      mass_observed=None if report is None else float(report["mass"]["status"] != 0),
                      cornering=None if report is None or "cornering_front" not in report else
                      tuple((report[a]["value"], report[a]["status"], report[a]["sigma"]) for a in ("cornering_front", "cornering_rear")))
-    if gnss and rows and obs.n_resets == 0:  # what process adds offline: every fix, those after each instant too
-        smoothed = smooth_track(run.t, run.values["position"], run.values["yaw"], start_covariance, obs.gnss_log, obs.mounts.gnss_position_m)
-        run.extra["smoothed_position"] = smoothed.position_m
+    if gnss and rows:  # what process adds offline (the same call): every fix, those after each instant too
+        run.extra["smoothed_position"] = smooth_since_start(run.t, run.values["position"], run.values["yaw"], np.array(position_sigmas), obs.gnss_log,
+                                                            obs.mounts.gnss_position_m, None if obs.started_from is None else obs.started_from[0])[:, :2]
     return run, (_columns(baseline_rows) if follower is not None and baseline_rows else None)
 
 
@@ -381,9 +379,11 @@ def run_metrics(truth: Run, est: Run, friction_step_s: float | None = None, ante
         out[f"nis_{name}"] = float(nis)
     if est.extra.get("mass_observed") is not None:
         out["mass_observed"] = est.extra["mass_observed"]  # 1: the data showed the mass (torque-driven acceleration)
-    if est.extra.get("smoothed_position") is not None and keep.any():
-        err = np.linalg.norm(est.extra["smoothed_position"] - tv["position"], axis=1)[keep]
-        out["position_smoothed_rmse_m"] = float(np.sqrt(np.mean(err * err)))
+    smoothed = est.extra.get("smoothed_position")
+    if smoothed is not None:
+        has = np.isfinite(smoothed).all(axis=1)  # from the observer's latest start
+        if (t_rel[has] >= SKIP_S).any():
+            out["position_smoothed_rmse_m"] = error_metrics(t_rel[has], {"position": tv["position"][has]}, {"position": smoothed[has]}, SKIP_S)["position_rmse_m"]
     return out
 
 
