@@ -41,9 +41,10 @@ def filt(request):
     return f
 
 
-def mapped(f, H, bias_col=-1, h=None, scale_col=-1, tilt_col=-1):
+def mapped(f, H, bias_col=-1, h=None, scale_col=-1, tilt_col=-1, wheel_scale_col=-1):
     """H over [z, z_dot, z_ddot] onto [dz, dz_dot, e]: dz_ddot = A dz + B dz_dot + Gp e, plus the identity on a sensor's
-    bias columns, the reading on the scale factor's and d(h + h x d)/dd on the tilt's (d = (dx, dy, 0))."""
+    bias columns, the reading on the scale factor's and d(h + h x d)/dd on the tilt's (d = (dx, dy, 0)); wheel rates
+    (1 + k) h with k their axle's scale factor: h on the axle's column from ``wheel_scale_col``."""
     lin = f.linearisation
     out = np.zeros((H.shape[0], len(f.x)))
     out[:, : 2 * N] = H[:, : 2 * N]
@@ -56,11 +57,14 @@ def mapped(f, H, bias_col=-1, h=None, scale_col=-1, tilt_col=-1):
         out[2, scale_col] += h[2]
     if tilt_col >= 0:
         out[:, tilt_col : tilt_col + 2] += np.cross(h, np.eye(3)[:, :2].T).T
+    if wheel_scale_col >= 0:
+        out[[0, 1], wheel_scale_col] += h[:2]
+        out[[2, 3], wheel_scale_col + 1] += h[2:]
     return out
 
 
-def reference_block(f, x, P, y, h, H, R, bias_col=-1, scale_col=-1, tilt_col=-1):
-    Hm = mapped(f, H, bias_col, h, scale_col, tilt_col)
+def reference_block(f, x, P, y, h, H, R, bias_col=-1, scale_col=-1, tilt_col=-1, wheel_scale_col=-1):
+    Hm = mapped(f, H, bias_col, h, scale_col, tilt_col, wheel_scale_col)
     stats = SensorStatistics()
     accepted = sequential_update(x, P, y - h - Hm @ x, Hm, R, f.gate(len(y)), stats)
     return accepted, stats
@@ -109,19 +113,25 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
     accel_model_sigma = s.accelerometer_model_sigma + s.accelerometer_model_relative * np.hypot(qdd[0], qdd[1])  # and a share of the model's acceleration
     R_accel = np.eye(3) * (0.1**2 + accel_model_sigma**2)
     R_wheels = np.diag(0.05**2 + np.square(s.wheel_rate_model_sigma * qd[10:14]))
-    tilt = f.imu_tilt.copy()
+    tilt, wheel_scale = f.imu_tilt.copy(), f.wheel_scale.copy()
     f.imu_tilt[:] = (0.004, -0.006)  # rad: the estimated tilt turns the readings back, R(d) y = y + d x y
+    f.wheel_scale[:] = (0.01, -0.005)  # the rates are read as (1 + k) times the spins: divided by it
     d = np.array([0.004, -0.006, 0.0])
     corrected_gyro = gyro - f.imu_bias[:3]  # the estimated biases, tilt and z scale factor removed
     corrected_gyro += np.cross(d, corrected_gyro)
     corrected_gyro[2] /= 1.0 + f.gyro_scale
     corrected_accel = accel - f.imu_bias[3:]
     corrected_accel += np.cross(d, corrected_accel)
-    for name, y, R, col, scale, tilt_col in (("gyroscope", corrected_gyro, R_gyro, f.gyro_bias_col, f.gyro_scale_column(), f.imu_tilt_col),
-                                             ("accelerometer", corrected_accel, R_accel, f.accel_bias_col, -1, f.imu_tilt_col),
-                                             ("wheel_rates", rates, R_wheels, -1, -1, -1)):
+    seen = f._gnss_accepted_t
+    f._gnss_accepted_t = f.t  # as after a GNSS update: the scales are observed
+    assert f.wheel_scale_column() == f.wheel_scale_col >= 0 and np.all(np.abs(qd[10:14]) >= s.wheel_scale_min_rate_rad_s)
+    corrected_rates = rates / (1.0 + np.array([0.01, 0.01, -0.005, -0.005]))
+    for name, y, R, col, scale, tilt_col, wheel_col in (
+            ("gyroscope", corrected_gyro, R_gyro, f.gyro_bias_col, f.gyro_scale_column(), f.imu_tilt_col, -1),
+            ("accelerometer", corrected_accel, R_accel, f.accel_bias_col, -1, f.imu_tilt_col, -1),
+            ("wheel_rates", corrected_rates, R_wheels, -1, -1, -1, f.wheel_scale_col)):
         h, H = f.measurement_model(name)
-        accepted, _ = reference_block(f, x0, P0, y, h, H, R, col, scale, tilt_col)
+        accepted, _ = reference_block(f, x0, P0, y, h, H, R, col, scale, tilt_col, wheel_col)
         expected.append(accepted)
     stats = dict(f.stats)
     try:
@@ -133,6 +143,8 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
     finally:
         f.stats = stats
         f.imu_tilt[:] = tilt
+        f.wheel_scale[:] = wheel_scale
+        f._gnss_accepted_t = seen
 
 
 def test_covariance_propagation_and_feedback_match_the_dense_forms(filt):
@@ -663,6 +675,62 @@ def test_the_gyro_scale_factor_is_learnt_only_while_the_car_turns():
         if not turning:
             assert f.gyro_scale == 0.0
     assert f.gyro_scale != 0.0  # the turn's updates move it (how far depends on what pins the yaw rate: GNSS course)
+
+
+def test_a_tire_rolling_radius_off_the_file_is_learnt_from_gnss_velocity():
+    """Tires 1.5 % smaller than the vehicle file's at the front and 1 % larger at the rear (wear, another make): their
+    wheels read 1/0.985 and 1/1.01 times the model's spin rates.  Taken as white noise that was a speed error of
+    ~1 %; with the wheel scale states GNSS velocity (5 Hz) learns each axle's factor and the speed stays the truth's.
+    Before the first GNSS velocity nothing tells a radius (the scales are held).  The truth: the same model run on its
+    own with the same inputs."""
+    f, truth = new_filter(), new_filter()
+    factor = np.array([1 / 0.985, 1 / 0.985, 1 / 1.01, 1 / 1.01])
+    rng = np.random.default_rng(3)
+    for v in (f.vehicle, truth.vehicle):
+        v.set_inputs(0.0, [60.0, 60.0, 0.0, 0.0], [0.0] * 4)
+    for step in range(6000):  # 24 s, GNSS from 4 s on
+        assert f.predict() and truth.vehicle.step().success
+        q, qd, qdd = model_state(truth)
+        if step % 5 == 4:  # wheel rates at 50 Hz
+            f.update_wheel_rates(qd[10:14] * factor + rng.normal(0.0, 0.05, 4), 0.05)
+        if step % 50 == 49 and step > 1000:
+            v = models.gnss_velocity(q, qd, f.mounts.gnss_position_m)[0]
+            f.update_gnss_velocity(v + np.append(rng.normal(0.0, 0.05, 2), 0.0), np.eye(3) * 0.05**2)
+        f.correct()
+        if step == 1000:
+            assert f.wheel_scale_column() == -1 and np.all(f.wheel_scale == 0.0)
+    assert f.wheel_scale_column() == f.wheel_scale_col
+    np.testing.assert_allclose(f.wheel_scale, factor[[0, 2]] - 1.0, atol=0.002)
+    assert abs(f.vehicle.solver.qd[0] - truth.vehicle.solver.qd[0]) < 0.02  # m/s, at ~15 m/s
+
+
+def test_the_wheel_scales_are_left_alone_on_slow_wheels_and_kept_through_missing_wheels():
+    """Below ``wheel_scale_min_rate_rad_s`` a wheel's rate says nothing of its scale (the regressor is the model's own
+    jitter); a wheel that does not report (NaN) takes the block-by-block path, which uses the same scale columns."""
+    f = new_filter(speed_m_s=2.0)  # 2 m/s: ~6.5 rad/s
+    assert f.predict()
+    qd = f.vehicle.solver.qd
+    H = ekf.wheel_rate_jacobian(qd, len(f.x), f.wheel_scale_col, f.settings.wheel_scale_min_rate_rad_s)
+    assert not H[:, f.wheel_scale_col : f.wheel_scale_col + 2].any()
+    f = new_filter()
+    assert f.predict()
+    qd = f.vehicle.solver.qd
+    f._gnss_accepted_t = f.t  # as after a GNSS update
+    f.wheel_scale[:] = (0.01, -0.005)
+    rates = qd[10:14] * 1.02
+    rates[3] = np.nan
+    x0, P0 = f.x.copy(), f.P.copy()
+    h, H = f.measurement_model("wheel_rates")
+    keep = [0, 1, 2]
+    y = rates[keep] / (1.0 + np.array([0.01, 0.01, -0.005]))
+    R = np.diag(0.05**2 + np.square(f.settings.wheel_rate_model_sigma * qd[10:13]))
+    Hm = mapped(f, H, h=h, wheel_scale_col=f.wheel_scale_col)[keep]
+    stats = SensorStatistics()
+    assert sequential_update(x0, P0, y - h[keep] - Hm @ x0, Hm, R, f.gate(3), stats)
+    assert f.update_wheel_rates(rates, 0.05)
+    np.testing.assert_allclose(f.x, x0, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(f.P, P0, rtol=0, atol=1e-10 * np.abs(P0).max())
+    assert f.x[f.wheel_scale_col] != 0.0 and f.x[f.wheel_scale_col + 1] != 0.0
 
 
 def test_the_tilt_jacobian_matches_finite_differences_of_a_rotated_reading():

@@ -22,6 +22,7 @@ def test_mismatch_draws_stay_in_the_issue_ranges_and_are_reproducible():
         assert abs(m.cg_forward_m) <= 0.05 and abs(m.cg_up_m) <= 0.05
         assert 0.85 <= m.yaw_inertia <= 1.15 and 0.9 <= m.mass <= 1.1 and 0.8 <= m.springs <= 1.2 and 0.8 <= m.dampers <= 1.2
         assert 0.85 <= m.downforce <= 1.15
+        assert all(0.985 <= f <= 1.015 for f in m.rolling_radius) and m.rolling_radius[0] != m.rolling_radius[1]
         assert all(math.radians(0.1) <= abs(b) <= math.radians(0.5) for b in m.gyro_bias_rad_s)
         assert all(0.05 <= abs(b) <= 0.2 for b in m.accel_bias_m_s2)
         assert np.linalg.norm(m.imu_mount_error_rpy_rad) == pytest.approx(math.radians(0.5))
@@ -49,6 +50,8 @@ def test_truth_description_and_sensors_apply_the_mismatch():
         assert (t.tire.shape_factor, t.tire.curvature_factor) == (m.mf_shape, m.mf_curvature)
         assert t.tire.cornering_stiffness_per_rad == pytest.approx(m.cornering_stiffness[axle] * c.tire.cornering_stiffness_per_rad)
         assert t.spring_damper.stiffness_n_per_m == pytest.approx(m.springs * c.spring_damper.stiffness_n_per_m)
+        assert t.wheel.dynamic_radius_m == pytest.approx(m.rolling_radius[axle] * c.wheel.dynamic_radius_m)
+        assert t.wheel.unloaded_radius_m == pytest.approx(m.rolling_radius[axle] * c.wheel.unloaded_radius_m)
     assert np.allclose(np.asarray(truth.sensors.imu_orientation_rpy_rad) - desc.sensors.imu_orientation_rpy_rad, m.imu_mount_error_rpy_rad)
     lo, hi = mm.MF_SHAPE_RANGE
     shapes = [mm.draw(seed, 40.0).mf_shape for seed in range(20)]

@@ -114,14 +114,15 @@ def test_detailed_observer_diagnostics_and_imu_counts(scenario):
     statuses = {name: (level, values) for name, level, _, values in health(obs)}
     assert statuses["state_observer: observer"][1]["friction"] == "1.000"
     assert "IMU tilt beyond its mounting deg (about x y)" not in statuses["state_observer: observer"][1]  # no IMU states
+    assert "wheel rolling radius scale % (front rear)" not in statuses["state_observer: observer"][1]  # nor wheel scales
     imu = obs.counters["imu"]
     # the detailed filter uses the gyroscope only: an IMU message is applied when its gyroscope part was
     assert imu["applied"] > 0.9 * (imu["received"] - imu["dropped: before start"]) and imu["rejected by the gate"] < 0.05 * imu["applied"]
 
 
 def test_diagnostics_say_what_the_filter_learnt_of_the_imu(scenario):
-    """The observer's status carries the IMU's estimated biases, z scale factor and tilt (a mounting or a part the user
-    should check), as numbers a reader can parse."""
+    """The observer's status carries the IMU's estimated biases, z scale factor and tilt and the wheels' rolling-radius
+    scales (a mounting, a part or a tire the user should check), as numbers a reader can parse."""
     from state_observer.io.pipeline import health
 
     desc, config, truths, samples = scenario
@@ -134,6 +135,9 @@ def test_diagnostics_say_what_the_filter_learnt_of_the_imu(scenario):
     assert len(tilt) == 2 and len(gyro) == 3 and np.all(np.isfinite(tilt + gyro))
     np.testing.assert_allclose(tilt, np.degrees(obs.filter.imu_tilt), atol=0.005)
     assert float(values["gyroscope z scale factor %"]) == pytest.approx(100 * obs.filter.gyro_scale, abs=0.005)
+    wheels = [float(v) for v in values["wheel rolling radius scale % (front rear)"].split()]
+    np.testing.assert_allclose(wheels, 100 * obs.filter.wheel_scale, atol=0.005)
+    assert np.any(obs.filter.wheel_scale != 0.0)  # the drive's GNSS velocity moved them
 
 
 def test_inputs_beyond_the_vehicle_limits_are_dropped_and_estimation_goes_on(scenario):

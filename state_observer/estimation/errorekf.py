@@ -63,6 +63,7 @@ FORCE_NAMES = ("longitudinal", "lateral", "yaw", "front_lateral", "rear_lateral"
 LATERAL_FORCES = ("lateral", "front_lateral", "rear_lateral")  # the force errors across the heading (with "yaw", their moment)
 PARAMETER_NAMES = ("mass", "friction", "cornering_front", "cornering_rear", "longitudinal")  # the columns of ReducedVehicle.parameters
 IMU_STATES = 9  # gyroscope biases (3), accelerometer biases (3), the gyroscope's z scale factor, the IMU's tilt (2)
+WHEEL_SCALE_STATES = 2  # the wheel-rate scale factor of the front and of the rear axle (rolling radius of the file / the tires')
 PARAMETER_STEP = {"mass": 10.0, "friction": 0.01, "cornering_front": 0.01, "cornering_rear": 0.01, "longitudinal": 0.01}  # finite differences
 PARAMETER_BOUNDS = {"mass": (0.5, 2.0), "friction": (0.1, 1.5), "cornering_front": (0.4, 2.5), "cornering_rear": (0.4, 2.5),
                     "longitudinal": (0.4, 2.5)}  # mass: times the initial mass
@@ -260,6 +261,22 @@ class ErrorEkfSettings:
     # only its jitter of ~0.003 rad/s, the scale ran from 0 to -0.6 % in 12 s; 0.85 % was the truth, and the 0.26 deg/s
     # of yaw rate it cost in the step steer that followed turned the heading 1.4 deg and the sideslip with it)
     gyro_scale_min_rate_rad_s: float = 0.1
+    # the wheels' rolling radius: a wheel rate reads (1 + k) times the model's, k = r_file / r_tire - 1 per axle (a tire
+    # worn by 6 mm turns 2 % faster than the file's new one; the data sheet's radius and the (2 r0 + r_s) / 3 rule are
+    # themselves good to ~1 %).  Taken as white noise (wheel_rate_model_sigma alone) a 1.5 % radius error became a
+    # 1.5 % speed error: 0.25 m/s at 17 m/s, and the position between GNSS fixes 0.75-2.9 m off (tuning seeds 100-101,
+    # radius x0.985).  As a state, GNSS velocity learns it; without GNSS the lateral acceleration v r does, slowly.
+    wheel_scales: bool = True
+    wheel_scale_sigma: float = 0.02
+    wheel_scale_walk: float = 1e-5  # per sqrt(s)
+    # the scale is observed only on a wheel spinning at least this fast (rad/s; ~3 m/s at 0.3 m): its regressor is the
+    # model's spin rate, whose error enters the innovation with it (as gyro_scale_min_rate_rad_s)
+    wheel_scale_min_rate_rad_s: float = 10.0
+    # ... and only while GNSS (a fix or a velocity) was accepted within this long (s).  Without it the lateral
+    # acceleration v r is what tells the speed, and an accelerometer's own 1 % scale factor reads as much: the scales
+    # wandered within their prior and the dead-reckoned position with them (tuning seeds 100-101 without GNSS, exact
+    # radius: lane change 0.63 -> 1.20 m, speed changes 1.75 -> 2.70 m).  Held, they keep what GNSS taught them.
+    wheel_scale_gnss_s: float = 5.0
     parameters: tuple = ()  # names of PARAMETER_NAMES (mass kg, the others dimensionless)
     parameter_sigma: dict = field(default_factory=lambda: {"mass": 150.0, "friction": 0.2, "cornering_front": 0.25, "cornering_rear": 0.25,
                                                             "longitudinal": 0.25})
@@ -504,13 +521,29 @@ def published_tire_forces(tire_out, geo, fc, yaw, x_front, x_rear, out):
 
 
 @njit(cache=True)
-def _wheel_rate_block(x, P, qd, rates, var, gate, innovation):
-    """:meth:`VehicleErrorEKF.update_wheel_rates` compiled for four finite rates (rad/s, variances (4,) (rad/s)^2):
-    h = the spin rates z_dot[10:14], H their unit columns; returns the code of :func:`.kalman.joseph_update`."""
-    H = np.zeros((4, x.shape[0]))
+def wheel_rate_jacobian(qd, size, scale_col, min_rate):
+    """(4, size): how the four wheel rates (fl fr rl rr, with the estimated scale factors taken out) change with the error
+    state: 1 on each spin rate's column and, from ``scale_col`` (the front and the rear axle's scale factor; -1: none), the
+    model's spin rate z_dot[10 + i] on its axle's column where it turns at least ``min_rate`` (rad/s)."""
+    H = np.zeros((4, size))
     for i in range(4):
         H[i, N + 10 + i] = 1.0
-        innovation[i] = rates[i] - qd[10 + i] - x[N + 10 + i]
+        if scale_col >= 0 and abs(qd[10 + i]) >= min_rate:
+            H[i, scale_col + i // 2] = qd[10 + i]
+    return H
+
+
+@njit(cache=True)
+def _wheel_rate_block(x, P, qd, rates, var, gate, innovation, scale_col, min_rate):
+    """:meth:`VehicleErrorEKF.update_wheel_rates` compiled for four finite rates (rad/s, the scale factors taken out;
+    variances (4,) (rad/s)^2): h = the spin rates z_dot[10:14], H :func:`wheel_rate_jacobian`; returns the code of
+    :func:`.kalman.joseph_update`."""
+    H = wheel_rate_jacobian(qd, x.shape[0], scale_col, min_rate)
+    for i in range(4):
+        acc = rates[i] - qd[10 + i]
+        for k in range(x.shape[0]):
+            acc -= H[i, k] * x[k]
+        innovation[i] = acc
     return joseph_update(x, P, innovation, H, np.diag(var), gate)
 
 
@@ -646,14 +679,18 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.accel_bias_col = self.gyro_bias_col + 3 if self.gyro_bias_col >= 0 else -1
         self.gyro_scale_col = self.gyro_bias_col + 6 if self.gyro_bias_col >= 0 else -1  # the yaw-rate axis' scale factor
         self.imu_tilt_col = self.gyro_bias_col + 7 if self.gyro_bias_col >= 0 else -1  # the IMU's tilt about its x and y axes
+        self.wheel_scale_col = 2 * N + len(self.force_names) + (IMU_STATES if self.gyro_bias_col >= 0 else 0) if fe and s.wheel_scales else -1
         self.parameter_names = tuple(s.parameters) if fe else ()
-        self.parameter_col = 2 * N + len(self.force_names) + (IMU_STATES if self.gyro_bias_col >= 0 else 0)
+        self.parameter_col = (2 * N + len(self.force_names) + (IMU_STATES if self.gyro_bias_col >= 0 else 0)
+                              + (WHEEL_SCALE_STATES if self.wheel_scale_col >= 0 else 0))
         n = self.parameter_col + len(self.parameter_names)
         self.x = np.zeros(n)
         self.P = np.zeros((n, n))
         self.imu_bias = np.zeros(6)  # estimated gyroscope (rad/s) and accelerometer (m/s^2) biases, sensor axes
         self.gyro_scale = 0.0  # estimated scale-factor error of the gyroscope's z axis (it reads (1 + s) times the rate)
         self.imu_tilt = np.zeros(2)  # estimated tilt of the IMU about its own x and y axes beyond its mounting (rad)
+        self.wheel_scale = np.zeros(2)  # estimated wheel-rate scale factor k of the front and rear axle (a rate reads (1 + k) times)
+        self._gnss_accepted_t = -math.inf  # model time of the last accepted GNSS fix or velocity (s; wheel_scale_column)
         # only a gyroscope with x and y axes tells the tilt from the accelerometer's biases (the yaw rate times the tilt)
         self._tilt_observable = False
         self._parameter_index = np.array([PARAMETER_NAMES.index(p) for p in self.parameter_names], dtype=np.intp)
@@ -663,7 +700,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         plant[: 2 * N, : 2 * N] = white_acceleration_covariance(s.plant_sigma2, dt)
         self._white_block = white_acceleration_block(dt)  # one coordinate's share of it per unit intensity (_heading_frame)
         plant[2 * N :, 2 * N :] = np.diag(np.square(self._extra_values(s.force_walk, s.gyro_bias_walk, s.accel_bias_walk, s.gyro_scale_walk,
-                                                                        s.imu_tilt_walk, s.parameter_walk)) * dt)
+                                                                        s.imu_tilt_walk, s.wheel_scale_walk, s.parameter_walk)) * dt)
         self.plant = plant
         if not fe:
             self.F = np.block([[np.eye(N), dt * np.eye(N)], [np.zeros((N, N)), np.eye(N)]])
@@ -699,11 +736,15 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._brake_share = _shares([c.max_brake_torque_n_m for c in corners])
         self._compiled_sensors = True  # the IMU update in one compiled call (the sensor models of the 14-DOF state)
 
-    def _extra_values(self, forces: dict, gyro: float, accel: float, gyro_scale: float, tilt: float, parameters: dict) -> np.ndarray:
-        """One value per extra state, in their order (forces, IMU biases, the gyroscope's z scale, the IMU's tilt, parameters)."""
+    def _extra_values(self, forces: dict, gyro: float, accel: float, gyro_scale: float, tilt: float, wheel_scale: float,
+                      parameters: dict) -> np.ndarray:
+        """One value per extra state, in their order (forces, IMU biases, the gyroscope's z scale, the IMU's tilt, the wheel
+        scales, parameters)."""
         values = [forces[f] for f in self.force_names]
         if self.gyro_bias_col >= 0:
             values += [gyro] * 3 + [accel] * 3 + [gyro_scale] + [tilt] * 2
+        if self.wheel_scale_col >= 0:
+            values += [wheel_scale] * WHEEL_SCALE_STATES
         return np.array(values + [parameters[p] for p in self.parameter_names], dtype=float)
 
     def initial_sigma(self) -> np.ndarray:
@@ -711,7 +752,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         s = self.settings
         return np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma,
                                self._extra_values(s.force_sigma, s.gyro_bias_sigma, s.accel_bias_sigma, s.gyro_scale_sigma, s.imu_tilt_sigma,
-                                                  s.parameter_sigma)])
+                                                  s.wheel_scale_sigma, s.parameter_sigma)])
 
     # ----- life cycle ---------------------------------------------------------------------------------
     def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:
@@ -725,6 +766,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.imu_bias[:] = 0.0
         self.gyro_scale = 0.0
         self.imu_tilt[:] = 0.0
+        self._gnss_accepted_t = -math.inf  # the wheel scales (a property of the car) are kept, learnt again only with GNSS
         self._steps_since_transition = 0
         self._previous_scales = None
         self._correction_yaw = None
@@ -993,11 +1035,12 @@ class VehicleErrorEKF(SensorBookkeeping):
         s = self.vehicle.solver
         return s.q, s.qd, s.qdd
 
-    def _apply(self, name: str, y: np.ndarray, h: np.ndarray, H: np.ndarray, R: np.ndarray, axes=None, full_h=None) -> bool:
+    def _apply(self, name: str, y: np.ndarray, h: np.ndarray, H: np.ndarray, R: np.ndarray, axes=None, full_h=None, extra=None) -> bool:
         """One gated block (:meth:`_gated_update`) with H (over [z, z_dot, z_ddot]) mapped onto the error state
         (:func:`_map_columns`) and the identity on the sensor's bias columns (``axes``: the sensor axes of the rows;
-        ``full_h``: an IMU's prediction on all three axes, for its tilt's columns).  One
-        compiled call (:func:`error_block`) unless the sensor is due for a relock or only some axes are given."""
+        ``full_h``: an IMU's prediction on all three axes, for its tilt's columns; ``extra``: a block added on the extra
+        states' columns, as the wheel scales').  One compiled call (:func:`error_block`) unless the sensor is due for a
+        relock, only some axes are given or ``extra`` is."""
         if name not in self.settings.enabled_sensors:
             return False
         stats = self.stats[name]
@@ -1009,7 +1052,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         H = np.ascontiguousarray(H, dtype=float)
         if H.shape[1] == 2 * N:  # a model without accelerations in H (the detailed filter's mapped Jacobians)
             H = np.hstack([H, np.zeros((len(y), N))])
-        if stats.consecutive_rejections < self.settings.relock_after and (bias_col < 0 or len(axes) == 3):
+        if stats.consecutive_rejections < self.settings.relock_after and (bias_col < 0 or len(axes) == 3) and extra is None:
             innovation = np.empty(len(y))
             nis = error_block(self.x, self.P, y, np.asarray(h, float), H, np.ascontiguousarray(R, dtype=float),
                                self._A, self._B, self._Gp, self.gate(len(y)), innovation, bias_col, scale_col, tilt_col)
@@ -1022,6 +1065,8 @@ class VehicleErrorEKF(SensorBookkeeping):
             H[row, scale_col] += h[row]
         if tilt_col >= 0 and full_h is not None:
             H[:, tilt_col : tilt_col + 2] += tilt_jacobian(np.asarray(full_h, float))[axes]
+        if extra is not None:
+            H[:, 2 * N :] += extra
         return self._gated_update(name, y - h - H @ self.x, H, R)
 
     def update_gnss_fix(self, antenna_enu_m: np.ndarray, covariance_m2: np.ndarray, age_s: float = 0.0) -> bool:
@@ -1036,6 +1081,8 @@ class VehicleErrorEKF(SensorBookkeeping):
             h = h - age_s * self._h_gnss_velocity()[0]
         y, cov = np.asarray(antenna_enu_m, float), np.asarray(covariance_m2, float)
         accepted = self._apply("gnss_fix", y[:2], h[:2], H[:2], cov[:2, :2])
+        if accepted:
+            self._gnss_accepted_t = self.t
         return self._after_gnss_fix(accepted, y, lambda: h, cov)
 
     def shift_position(self, offset_m: np.ndarray) -> None:
@@ -1050,6 +1097,8 @@ class VehicleErrorEKF(SensorBookkeeping):
         """GNSS antenna velocity (ENU, m/s) with its covariance (3, 3); horizontal part only, as the fix."""
         h, H = self._h_gnss_velocity()
         applied = self._apply("gnss_velocity", np.asarray(velocity_enu_m_s, float)[:2], h[:2], H[:2], np.asarray(covariance, float)[:2, :2])
+        if applied:
+            self._gnss_accepted_t = self.t
         self._watch_for_slide(np.asarray(covariance, float)[:2, :2])
         return applied
 
@@ -1126,6 +1175,13 @@ class VehicleErrorEKF(SensorBookkeeping):
             return -1
         return self.gyro_scale_col
 
+    def wheel_scale_column(self) -> int:
+        """The wheel scales' first column for this update, or -1 without GNSS accepted within ``wheel_scale_gnss_s``
+        (nothing then tells a radius from an accelerometer's scale: the scales are held, their estimate still used)."""
+        if self.wheel_scale_col < 0 or self.t - self._gnss_accepted_t > self.settings.wheel_scale_gnss_s:
+            return -1
+        return self.wheel_scale_col
+
     def imu_tilt_column(self) -> int:
         """The IMU tilt's first column for this IMU sample, or -1 while its gyroscope gives no x and y axes (the tilt
         then cannot be told from the accelerometer's biases)."""
@@ -1189,14 +1245,19 @@ class VehicleErrorEKF(SensorBookkeeping):
         keep = np.isfinite(rates)
         if not keep.any():
             return False
-        var = sigma**2 + np.square(self.settings.wheel_rate_model_sigma * self.vehicle.solver.qd[10:14])
+        qd = self.vehicle.solver.qd
+        var = sigma**2 + np.square(self.settings.wheel_rate_model_sigma * qd[10:14])
         stats = self.stats["wheel_rates"]
-        speeds = axle_speeds(rates)
+        speeds = axle_speeds(rates)  # before the scales: a speed put on both wheels of an axle stays one number
+        if self.wheel_scale_col >= 0:
+            rates = rates / (1.0 + np.repeat(self.wheel_scale, 2))
+        scale_col, min_rate = self.wheel_scale_column(), self.settings.wheel_scale_min_rate_rad_s
         if (self._compiled_sensors and keep.all() and not any(speeds) and "wheel_rates" in self.settings.enabled_sensors
                 and stats.consecutive_rejections < self.settings.relock_after):
             innovation = np.empty(4)
-            nis = _wheel_rate_block(self.x, self.P, self.vehicle.solver.qd, rates, var, self.gate(4), innovation)
+            nis = _wheel_rate_block(self.x, self.P, qd, rates, var, self.gate(4), innovation, scale_col, min_rate)
             return record_update(stats, innovation, nis)
+        scales = wheel_rate_jacobian(qd, self.x.shape[0], scale_col, min_rate)[:, 2 * N :] if scale_col >= 0 else None
         h, H = self._h_wheel_rates()
         # rows: each wheel that reports, except that an axle whose two wheels report one speed gives one row, the mean of
         # its wheels' rates (a speed put on both wheels does not say that they turn alike: in a turn they do not)
@@ -1206,7 +1267,8 @@ class VehicleErrorEKF(SensorBookkeeping):
             T[2 * axle + 1] = 0.0
         rows = T.any(axis=1)
         T = T[rows]
-        return self._apply("wheel_rates", T @ np.where(keep, rates, 0.0), T @ h, T @ H, np.diag(var[rows]))
+        return self._apply("wheel_rates", T @ np.where(keep, rates, 0.0), T @ h, T @ H, np.diag(var[rows]),
+                           extra=None if scales is None else T @ scales)
 
     def update_standstill(self, velocity_sigma_m_s: float = 0.01, rate_sigma_rad_s: float = 0.002) -> bool:
         """Zero-velocity update of a car standing still (the wheels say so): base_link's ENU velocity (m/s) and body
@@ -1284,6 +1346,9 @@ class VehicleErrorEKF(SensorBookkeeping):
                 self.imu_bias += e[k : k + 6]
                 self.gyro_scale += e[k + 6]
                 self.imu_tilt += e[k + 7 : k + 9]
+            if self.wheel_scale_col >= 0:
+                j = self.wheel_scale_col - 2 * N
+                self.wheel_scale += e[j : j + WHEEL_SCALE_STATES]
             self._feed_back_parameters(e[self.parameter_col - 2 * N :])
         x[:] = 0.0
         self._check_divergence(None, finite)

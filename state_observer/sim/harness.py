@@ -43,7 +43,7 @@ from .manoeuvres import Manoeuvre, Path as RoadPath, sine_with_dwell, speed_prof
 SKIP_S = 10.0  # metrics after the observer's first 10 s (the external evaluation's window)
 STAMP_OFFSET_S = 1.0  # truth and samples start here, not at 0 (a zero stamp is "no stamp" to the observer)
 RECORD_PERIOD_S = 0.02
-HARNESS_VERSION = 2  # part of the truth cache key: bump when the truth, its sensors or its records change
+HARNESS_VERSION = 3  # part of the truth cache key: bump when the truth, its sensors or its records change
 
 
 LEAD_IN_S = 10.0  # straight driving before a circle (a car enters a circle from a road; the first seconds tell a heading)

@@ -8,7 +8,8 @@ sheet (issue 14):
   (:mod:`state_observer.vehicle.tire`) where the observer has the linearised TMeasy;
 * parameters: cornering stiffness per axle and longitudinal slip stiffness +-25 %, chassis centre of mass
   +-5 cm forward and up, yaw inertia +-15 %, mass +-10 %, springs and dampers +-20 %, aerodynamic downforce
-  (where the car has it) +-15 %;
+  (where the car has it) +-15 %, the tires' rolling radius per axle +-1.5 % (wear, pressure, another make: the
+  wheels' rates are not the vehicle file's speed);
 * sensors: IMU biases (accelerometer 0.05-0.2 m/s^2, gyroscope 0.1-0.5 deg/s per axis), scale factors
   (+-1 %), the IMU mounted 0.5 deg off the vehicle file's orientation, GNSS with 1.5-2.5 m noise per axis
   and one outage.
@@ -63,6 +64,7 @@ class Mismatch:
     mf_shape: float = MF_SHAPE  # the truth tires' Magic-Formula C and E
     mf_curvature: float = MF_CURVATURE
     downforce: float = 1.0  # factor on the vehicle file's downforce area (a wind-tunnel figure is not the track's)
+    rolling_radius: tuple[float, float] = (1.0, 1.0)  # front, rear: factor on the wheels' unloaded and dynamic radius (wear, make)
 
     def describe(self) -> str:
         c = self.cornering_stiffness
@@ -72,7 +74,7 @@ class Mismatch:
                 f"yaw inertia x{self.yaw_inertia:.2f}, mass x{self.mass:.2f}, springs x{self.springs:.2f}, dampers x{self.dampers:.2f}, "
                 f"gyro bias {np.degrees(np.abs(self.gyro_bias_rad_s)).max():.2f} deg/s, accel bias {np.abs(self.accel_bias_m_s2).max():.2f} m/s^2, "
                 f"IMU mount {np.degrees(np.abs(self.imu_mount_error_rpy_rad)).max():.2f} deg off, GNSS {self.gnss_sigma_m:.1f} m, "
-                f"downforce x{self.downforce:.2f}")
+                f"downforce x{self.downforce:.2f}, rolling radius x{self.rolling_radius[0]:.3f}/x{self.rolling_radius[1]:.3f}")
 
 
 def nominal(seed: int = 0) -> Mismatch:
@@ -105,9 +107,10 @@ def draw(seed: int, duration_s: float, gnss_outage: bool = True) -> Mismatch:
     t0 = float(rng.uniform(duration_s / 3.0, 2.0 * duration_s / 3.0 - 5.0)) if gnss_outage and duration_s > 20.0 else None
     shape, curvature = float(rng.uniform(*MF_SHAPE_RANGE)), float(rng.uniform(*MF_CURVATURE_RANGE))  # drawn last: the rest keeps its draws
     downforce = factor(0.15)  # after those: every earlier draw stays as it was
+    rolling_radius = (factor(0.015), factor(0.015))  # and after it
     return Mismatch(int(seed), cornering, longitudinal, cg_forward, cg_up, yaw_inertia, mass, springs, dampers, gyro_bias, accel_bias, gyro_scale,
                     accel_scale, mount, gnss_sigma, None if t0 is None else (t0, t0 + 5.0), mf_shape=shape, mf_curvature=curvature,
-                    downforce=downforce)
+                    downforce=downforce, rolling_radius=rolling_radius)
 
 
 def truth_description(desc, m: Mismatch):
@@ -137,7 +140,9 @@ def truth_description(desc, m: Mismatch):
                                        load_sensitivity_friction=MF_LOAD_SENSITIVITY_FRICTION)
         sd = c.spring_damper
         spring = dataclasses.replace(sd, stiffness_n_per_m=sd.stiffness_n_per_m * m.springs, damping_n_s_per_m=sd.damping_n_s_per_m * m.dampers)
-        corners.append(dataclasses.replace(c, tire=tire, spring_damper=spring))
+        w, k = c.wheel, m.rolling_radius[axle]
+        wheel = dataclasses.replace(w, unloaded_radius_m=w.unloaded_radius_m * k, dynamic_radius_m=w.dynamic_radius_m * k)
+        corners.append(dataclasses.replace(c, tire=tire, spring_damper=spring, wheel=wheel))
     rpy = np.asarray(desc.sensors.imu_orientation_rpy_rad, dtype=float) + np.asarray(m.imu_mount_error_rpy_rad)
     sensors = dataclasses.replace(desc.sensors, imu_orientation_rpy_rad=rpy)
     aero = desc.aerodynamics
