@@ -9,8 +9,9 @@ step, so the a-priori error is always zero.
   generalised force errors (longitudinal and lateral force at base_link in the heading frame, yaw moment; N, N m;
   first-order Gauss-Markov in the covariance, fading with ``force_memory_s``; the correction they feed turns with the
   heading, its longitudinal part fades with the same memory, its lateral part follows the tires' lateral force down and
-  is otherwise kept, see ``lateral_correction_floor_n``), and, as random walks, optionally the IMU biases (gyroscope rad/s, accelerometer m/s^2, sensor axes) and model
-  parameters (mass, friction, cornering stiffness per axle, slip stiffness).  The error dynamics
+  is otherwise kept, see ``lateral_correction_floor_n``), and, as random walks, optionally the IMU biases (gyroscope
+  rad/s, accelerometer m/s^2, sensor axes), each axle's wheel-rate scale factor (the tires' rolling radius against the
+  vehicle file's) and model parameters (mass, friction, cornering stiffness per axle, slip stiffness).  The error dynamics
   M dz_ddot = -K dz - C dz_dot - Dr e, with K, C the model's stiffness and damping and Dr = dr/de the response of
   the force residual r = M z_ddot - Q to the extra states (-1 on a force's direction; by differences of the
   model's steady-state forces for a parameter; 0 for a bias), are discretised with the integrator's trapezoidal
@@ -265,7 +266,7 @@ class ErrorEkfSettings:
     # worn by 6 mm turns 2 % faster than the file's new one; the data sheet's radius and the (2 r0 + r_s) / 3 rule are
     # themselves good to ~1 %).  Taken as white noise (wheel_rate_model_sigma alone) a 1.5 % radius error became a
     # 1.5 % speed error: 0.25 m/s at 17 m/s, and the position between GNSS fixes 0.75-2.9 m off (tuning seeds 100-101,
-    # radius x0.985).  As a state, GNSS velocity learns it; without GNSS the lateral acceleration v r does, slowly.
+    # radius x0.985).  As a state GNSS velocity and fixes learn it (without GNSS it is held, wheel_scale_gnss_s).
     wheel_scales: bool = True
     wheel_scale_sigma: float = 0.02
     wheel_scale_walk: float = 1e-5  # per sqrt(s)
