@@ -32,6 +32,19 @@ def test_mismatch_draws_stay_in_the_issue_ranges_and_are_reproducible():
     assert len({mm.draw(seed, 40.0).cornering_stiffness for seed in range(20)}) == 20
 
 
+def test_the_tilted_circle_truth_drives_up_its_plane(monkeypatch):
+    """The tilted_circle's truth drives a plane rising TILTED_GRADE towards the east (the observer's road stays flat): on the
+    lead-in straight, heading east, it climbs that share of its travel and sits on the plane from its start."""
+    long = h.MANOEUVRES["tilted_circle"]
+    monkeypatch.setitem(h.MANOEUVRES, "tilted_circle", lambda: dataclasses.replace(long(), duration_s=2.0))
+    _, _, _, truths, _ = h.simulate("tilted_circle", 0)
+    start, end = np.asarray(truths[0].position_enu_m), np.asarray(truths[-1].position_enu_m)
+    assert end[0] - start[0] > 25.0  # 2 s at 15 m/s
+    assert end[2] - start[2] == pytest.approx(h.TILTED_GRADE * (end[0] - start[0]), rel=0.05)
+    assert abs(sum(truths[-1].tire_force_n[i][2] for i in range(4)) - sum(truths[0].tire_force_n[i][2] for i in range(4))) < 0.05 * sum(
+        truths[0].tire_force_n[i][2] for i in range(4))  # on its tires, not falling onto them
+
+
 def test_truth_description_and_sensors_apply_the_mismatch():
     from state_observer.paths import default_sensors_path, default_vehicle_path
     from state_observer.sim.sensors import load_sensor_config

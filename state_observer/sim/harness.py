@@ -107,11 +107,24 @@ MANOEUVRES: dict[str, Callable[[], Manoeuvre]] = {
                                    description="a circle of 200 m accelerating from 25 to 40 m/s at 0.6 m/s^2 (8 m/s^2 lateral), "
                                                "the race car with wings"),
     "race_lap": _race_lap,
+    # the truth on a plane rising 3 % towards the east (ROADS): in the circle the car meets +-3 % of grade and of crossfall
+    # (1.7 deg), which the observer's flat road does not have; the accelerometer reads g sin of it (0.3 m/s^2)
+    "tilted_circle": lambda: _circle("tilted_circle", 50.0, lambda t: 15.0, 15.0, 40.0,
+                                     description="a circle of 50 m at 15 m/s on a plane rising 3 % towards the east (+-3 % of grade and "
+                                                 "of crossfall in the circle; the observer's road is flat)"),
     "standstill": lambda: Manoeuvre("standstill", 140.0, 15.0, speed=lambda t: 15.0 if t < 10.0 else max(0.0, 15.0 - 3.0 * (t - 10.0)),
                                     path=RoadPath.straight(400.0), description="10 s at 15 m/s, braking at 3 m/s^2 to a stop, 125 s standing"),
 }
 RACE_CAR = "config/vehicles/race_car.yaml"  # `vehicle new` from a 982 kg race car's numbers, with downforce
 VEHICLE_FILES = {"race_circle": RACE_CAR, "race_lap": RACE_CAR}  # the rest: the default car
+TILTED_GRADE = 0.03  # the tilted_circle's plane: dz/dx
+
+
+def truth_road(manoeuvre: str):
+    """The road the truth of a manoeuvre drives (the observer's model always drives a flat one)."""
+    from ..vehicle.road import FlatRoad
+
+    return FlatRoad(grade_x=TILTED_GRADE) if manoeuvre == "tilted_circle" else FlatRoad()
 
 
 def vehicle_path(manoeuvre: str) -> Path:
@@ -166,7 +179,7 @@ def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch:
     truth_desc = mm.truth_description(desc, mismatch)
     synth = SensorSynthesizer(mm.truth_sensors(config, mismatch), mounts_from_vehicle(truth_desc), seed=seed)
     truths, samples = [], []
-    for x in run(DetailedVehicle(truth_desc), m):
+    for x in run(DetailedVehicle(truth_desc, road=truth_road(manoeuvre)), m):
         x = x._replace(t_s=x.t_s + STAMP_OFFSET_S)
         truths.append(x)
         samples.extend(synth.feed(x))
