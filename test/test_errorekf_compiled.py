@@ -122,9 +122,9 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
     corrected_gyro[2] /= 1.0 + f.gyro_scale
     corrected_accel = accel - f.imu_bias[3:]
     corrected_accel += np.cross(d, corrected_accel)
-    seen = f._gnss_accepted_t
-    f._gnss_accepted_t = f.t  # as after a GNSS update: the scales are observed
-    assert f.wheel_scale_column() == f.wheel_scale_col >= 0 and np.all(np.abs(qd[10:14]) >= s.wheel_scale_min_rate_rad_s)
+    seen = f._gnss_accepted_t, f._gnss_since_t
+    f._gnss_accepted_t, f._gnss_since_t = f.t, f.t - 100.0  # as after a GNSS update: the scales are observed
+    assert f.wheel_scale_column() == f.wheel_scale_col >= 0 and np.all(f.wheel_scale_observed())
     corrected_rates = rates / (1.0 + np.array([0.01, 0.01, -0.005, -0.005]))
     for name, y, R, col, scale, tilt_col, wheel_col in (
             ("gyroscope", corrected_gyro, R_gyro, f.gyro_bias_col, f.gyro_scale_column(), f.imu_tilt_col, -1),
@@ -144,7 +144,7 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
         f.stats = stats
         f.imu_tilt[:] = tilt
         f.wheel_scale[:] = wheel_scale
-        f._gnss_accepted_t = seen
+        f._gnss_accepted_t, f._gnss_since_t = seen
 
 
 def test_covariance_propagation_and_feedback_match_the_dense_forms(filt):
@@ -681,14 +681,14 @@ def test_a_tire_rolling_radius_off_the_file_is_learnt_from_gnss_velocity():
     """Tires 1.5 % smaller than the vehicle file's at the front and 1 % larger at the rear (wear, another make): their
     wheels read 1/0.985 and 1/1.01 times the model's spin rates.  Taken as white noise that was a speed error of
     ~1 %; with the wheel scale states GNSS velocity (5 Hz) learns each axle's factor and the speed stays the truth's.
-    Before the first GNSS velocity nothing tells a radius (the scales are held).  The truth: the same model run on its
-    own with the same inputs."""
+    Before the first GNSS velocity nothing tells a radius, and for wheel_scale_after_s after it the velocity settles: the
+    scales are held.  The truth: the same model run on its own with the same inputs."""
     f, truth = new_filter(), new_filter()
     factor = np.array([1 / 0.985, 1 / 0.985, 1 / 1.01, 1 / 1.01])
     rng = np.random.default_rng(3)
     for v in (f.vehicle, truth.vehicle):
         v.set_inputs(0.0, [60.0, 60.0, 0.0, 0.0], [0.0] * 4)
-    for step in range(6000):  # 24 s, GNSS from 4 s on
+    for step in range(6000):  # 24 s, GNSS from 4 s on, the scales learnt from 7 s on (wheel_scale_after_s)
         assert f.predict() and truth.vehicle.step().success
         q, qd, qdd = model_state(truth)
         if step % 5 == 4:  # wheel rates at 50 Hz
@@ -697,7 +697,7 @@ def test_a_tire_rolling_radius_off_the_file_is_learnt_from_gnss_velocity():
             v = models.gnss_velocity(q, qd, f.mounts.gnss_position_m)[0]
             f.update_gnss_velocity(v + np.append(rng.normal(0.0, 0.05, 2), 0.0), np.eye(3) * 0.05**2)
         f.correct()
-        if step == 1000:
+        if step in (1000, 1600):  # no GNSS yet; GNSS for less than wheel_scale_after_s
             assert f.wheel_scale_column() == -1 and np.all(f.wheel_scale == 0.0)
     assert f.wheel_scale_column() == f.wheel_scale_col
     np.testing.assert_allclose(f.wheel_scale, factor[[0, 2]] - 1.0, atol=0.002)
@@ -710,12 +710,13 @@ def test_the_wheel_scales_are_left_alone_on_slow_wheels_and_kept_through_missing
     f = new_filter(speed_m_s=2.0)  # 2 m/s: ~6.5 rad/s
     assert f.predict()
     qd = f.vehicle.solver.qd
-    H = ekf.wheel_rate_jacobian(qd, len(f.x), f.wheel_scale_col, f.settings.wheel_scale_min_rate_rad_s)
+    assert not f.wheel_scale_observed().any()
+    H = ekf.wheel_rate_jacobian(qd, len(f.x), f.wheel_scale_col, f.wheel_scale_observed())
     assert not H[:, f.wheel_scale_col : f.wheel_scale_col + 2].any()
     f = new_filter()
     assert f.predict()
     qd = f.vehicle.solver.qd
-    f._gnss_accepted_t = f.t  # as after a GNSS update
+    f._gnss_accepted_t, f._gnss_since_t = f.t, f.t - 100.0  # as after a GNSS update
     f.wheel_scale[:] = (0.01, -0.005)
     rates = qd[10:14] * 1.02
     rates[3] = np.nan
@@ -731,6 +732,27 @@ def test_the_wheel_scales_are_left_alone_on_slow_wheels_and_kept_through_missing
     np.testing.assert_allclose(f.x, x0, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(f.P, P0, rtol=0, atol=1e-10 * np.abs(P0).max())
     assert f.x[f.wheel_scale_col] != 0.0 and f.x[f.wheel_scale_col + 1] != 0.0
+
+
+def test_a_slipping_wheel_tells_no_scale_and_the_scales_stay_within_their_bound():
+    """A driven wheel at full throttle slips by what the slip stiffness (+-25 % on a real tire) says: its rate is not its
+    radius, and it is left out of the scale (above ``wheel_scale_max_slip``); after a rejected wheel update the model
+    disagrees with the wheels and a relock must not move the scales; the scales never pass WHEEL_SCALE_BOUND."""
+    f = new_filter()
+    f.vehicle.set_inputs(0.0, [1500.0, 1500.0, 0.0, 0.0], [0.0] * 4)  # full throttle on the front wheels
+    for _ in range(50):
+        assert f.predict()
+        f.correct()
+    slip = f.vehicle.tire_output_array[ekf.SLIP_ROW]
+    assert np.all(np.abs(slip[:2]) > f.settings.wheel_scale_max_slip) and np.all(np.abs(slip[2:]) < f.settings.wheel_scale_max_slip)
+    np.testing.assert_array_equal(f.wheel_scale_observed(), [False, False, True, True])
+    f._gnss_accepted_t, f._gnss_since_t = f.t, f.t - 100.0
+    assert f.wheel_scale_column() == f.wheel_scale_col
+    f.stats["wheel_rates"].consecutive_rejections = 1
+    assert f.wheel_scale_column() == -1
+    f.x[f.wheel_scale_col : f.wheel_scale_col + 2] = (0.5, -0.5)
+    f.correct()
+    np.testing.assert_array_equal(f.wheel_scale, [ekf.WHEEL_SCALE_BOUND, -ekf.WHEEL_SCALE_BOUND])
 
 
 def test_the_tilt_jacobian_matches_finite_differences_of_a_rotated_reading():

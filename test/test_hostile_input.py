@@ -136,8 +136,7 @@ def test_diagnostics_say_what_the_filter_learnt_of_the_imu(scenario):
     np.testing.assert_allclose(tilt, np.degrees(obs.filter.imu_tilt), atol=0.005)
     assert float(values["gyroscope z scale factor %"]) == pytest.approx(100 * obs.filter.gyro_scale, abs=0.005)
     wheels = [float(v) for v in values["wheel rolling radius scale % (front rear)"].split()]
-    np.testing.assert_allclose(wheels, 100 * obs.filter.wheel_scale, atol=0.005)
-    assert np.any(obs.filter.wheel_scale != 0.0)  # the drive's GNSS velocity moved them
+    np.testing.assert_allclose(wheels, 100 * obs.filter.wheel_scale, atol=0.005)  # (how they are learnt: test_errorekf_compiled)
 
 
 def test_inputs_beyond_the_vehicle_limits_are_dropped_and_estimation_goes_on(scenario):

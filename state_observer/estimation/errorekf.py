@@ -48,6 +48,7 @@ from numba import njit
 
 from ..mbs.small_linalg import lu_factor, lu_solve_columns, skew
 from ..sensors import models
+from ..vehicle.tire import TireOutput
 from .kalman import (DEFAULT_GATE_PROBABILITY, GateCache, SensorStatistics, joseph_update, record_update, sequential_update,
                      white_acceleration_block, white_acceleration_covariance)
 
@@ -65,6 +66,8 @@ LATERAL_FORCES = ("lateral", "front_lateral", "rear_lateral")  # the force error
 PARAMETER_NAMES = ("mass", "friction", "cornering_front", "cornering_rear", "longitudinal")  # the columns of ReducedVehicle.parameters
 IMU_STATES = 9  # gyroscope biases (3), accelerometer biases (3), the gyroscope's z scale factor, the IMU's tilt (2)
 WHEEL_SCALE_STATES = 2  # the wheel-rate scale factor of the front and of the rear axle (rolling radius of the file / the tires')
+WHEEL_SCALE_BOUND = 0.05  # |k| at most this: a tire 5 % off the file's radius is a wrong vehicle file, not wear
+SLIP_ROW = TireOutput._fields.index("slip_ratio")  # the model's tire output row of the longitudinal slip
 PARAMETER_STEP = {"mass": 10.0, "friction": 0.01, "cornering_front": 0.01, "cornering_rear": 0.01, "longitudinal": 0.01}  # finite differences
 PARAMETER_BOUNDS = {"mass": (0.5, 2.0), "friction": (0.1, 1.5), "cornering_front": (0.4, 2.5), "cornering_rear": (0.4, 2.5),
                     "longitudinal": (0.4, 2.5)}  # mass: times the initial mass
@@ -271,13 +274,21 @@ class ErrorEkfSettings:
     wheel_scale_sigma: float = 0.02
     wheel_scale_walk: float = 1e-5  # per sqrt(s)
     # the scale is observed only on a wheel spinning at least this fast (rad/s; ~3 m/s at 0.3 m): its regressor is the
-    # model's spin rate, whose error enters the innovation with it (as gyro_scale_min_rate_rad_s)
+    # model's spin rate, whose error enters the innovation with it (as gyro_scale_min_rate_rad_s) ...
     wheel_scale_min_rate_rad_s: float = 10.0
+    # ... rolling with a model slip below this (a driven or braked wheel's slip is the slip stiffness's, +-25 %: at full
+    # throttle with traction control it took the front scale to -80 % in a second, a mass 60 % off the truth's helping) ...
+    wheel_scale_max_slip: float = 0.01
     # ... and only while GNSS (a fix or a velocity) was accepted within this long (s).  Without it the lateral
     # acceleration v r is what tells the speed, and an accelerometer's own 1 % scale factor reads as much: the scales
     # wandered within their prior and the dead-reckoned position with them (tuning seeds 100-101 without GNSS, exact
     # radius: lane change 0.63 -> 1.20 m, speed changes 1.75 -> 2.70 m).  Held, they keep what GNSS taught them.
     wheel_scale_gnss_s: float = 5.0
+    # ... and only once GNSS has been accepted for this long since the start (s), as the SPI's parameters_after_s: before
+    # the velocity has settled its error reads as a radius (a mass 60 % off took the scales to +1.6 % in the first
+    # second of a full-throttle launch, and the full braking that followed diverged).  10 s cost the short eval runs
+    # their learning (step steer position 0.45 -> 0.86 m, lane change 0.48 -> 0.73, eval seeds 0-2)
+    wheel_scale_after_s: float = 3.0
     parameters: tuple = ()  # names of PARAMETER_NAMES (mass kg, the others dimensionless)
     parameter_sigma: dict = field(default_factory=lambda: {"mass": 150.0, "friction": 0.2, "cornering_front": 0.25, "cornering_rear": 0.25,
                                                             "longitudinal": 0.25})
@@ -522,24 +533,24 @@ def published_tire_forces(tire_out, geo, fc, yaw, x_front, x_rear, out):
 
 
 @njit(cache=True)
-def wheel_rate_jacobian(qd, size, scale_col, min_rate):
+def wheel_rate_jacobian(qd, size, scale_col, observed):
     """(4, size): how the four wheel rates (fl fr rl rr, with the estimated scale factors taken out) change with the error
     state: 1 on each spin rate's column and, from ``scale_col`` (the front and the rear axle's scale factor; -1: none), the
-    model's spin rate z_dot[10 + i] on its axle's column where it turns at least ``min_rate`` (rad/s)."""
+    model's spin rate z_dot[10 + i] on its axle's column for the wheels ``observed`` (bool (4,))."""
     H = np.zeros((4, size))
     for i in range(4):
         H[i, N + 10 + i] = 1.0
-        if scale_col >= 0 and abs(qd[10 + i]) >= min_rate:
+        if scale_col >= 0 and observed[i]:
             H[i, scale_col + i // 2] = qd[10 + i]
     return H
 
 
 @njit(cache=True)
-def _wheel_rate_block(x, P, qd, rates, var, gate, innovation, scale_col, min_rate):
+def _wheel_rate_block(x, P, qd, rates, var, gate, innovation, scale_col, observed):
     """:meth:`VehicleErrorEKF.update_wheel_rates` compiled for four finite rates (rad/s, the scale factors taken out;
     variances (4,) (rad/s)^2): h = the spin rates z_dot[10:14], H :func:`wheel_rate_jacobian`; returns the code of
     :func:`.kalman.joseph_update`."""
-    H = wheel_rate_jacobian(qd, x.shape[0], scale_col, min_rate)
+    H = wheel_rate_jacobian(qd, x.shape[0], scale_col, observed)
     for i in range(4):
         acc = rates[i] - qd[10 + i]
         for k in range(x.shape[0]):
@@ -692,6 +703,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.imu_tilt = np.zeros(2)  # estimated tilt of the IMU about its own x and y axes beyond its mounting (rad)
         self.wheel_scale = np.zeros(2)  # estimated wheel-rate scale factor k of the front and rear axle (a rate reads (1 + k) times)
         self._gnss_accepted_t = -math.inf  # model time of the last accepted GNSS fix or velocity (s; wheel_scale_column)
+        self._gnss_since_t = math.inf  # ... and of the first one since the start
         # only a gyroscope with x and y axes tells the tilt from the accelerometer's biases (the yaw rate times the tilt)
         self._tilt_observable = False
         self._parameter_index = np.array([PARAMETER_NAMES.index(p) for p in self.parameter_names], dtype=np.intp)
@@ -767,7 +779,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.imu_bias[:] = 0.0
         self.gyro_scale = 0.0
         self.imu_tilt[:] = 0.0
-        self._gnss_accepted_t = -math.inf  # the wheel scales (a property of the car) are kept, learnt again only with GNSS
+        self._gnss_accepted_t, self._gnss_since_t = -math.inf, math.inf  # the wheel scales (the car's) are kept, learnt again with GNSS
         self._steps_since_transition = 0
         self._previous_scales = None
         self._correction_yaw = None
@@ -1083,7 +1095,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         y, cov = np.asarray(antenna_enu_m, float), np.asarray(covariance_m2, float)
         accepted = self._apply("gnss_fix", y[:2], h[:2], H[:2], cov[:2, :2])
         if accepted:
-            self._gnss_accepted_t = self.t
+            self._gnss_seen()
         return self._after_gnss_fix(accepted, y, lambda: h, cov)
 
     def shift_position(self, offset_m: np.ndarray) -> None:
@@ -1099,7 +1111,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         h, H = self._h_gnss_velocity()
         applied = self._apply("gnss_velocity", np.asarray(velocity_enu_m_s, float)[:2], h[:2], H[:2], np.asarray(covariance, float)[:2, :2])
         if applied:
-            self._gnss_accepted_t = self.t
+            self._gnss_seen()
         self._watch_for_slide(np.asarray(covariance, float)[:2, :2])
         return applied
 
@@ -1176,12 +1188,27 @@ class VehicleErrorEKF(SensorBookkeeping):
             return -1
         return self.gyro_scale_col
 
+    def _gnss_seen(self) -> None:
+        """A GNSS fix or velocity was accepted now (the wheel scales' clock, :meth:`wheel_scale_column`)."""
+        self._gnss_accepted_t = self.t
+        self._gnss_since_t = min(self._gnss_since_t, self.t)
+
     def wheel_scale_column(self) -> int:
         """The wheel scales' first column for this update, or -1 without GNSS accepted within ``wheel_scale_gnss_s``
-        (nothing then tells a radius from an accelerometer's scale: the scales are held, their estimate still used)."""
-        if self.wheel_scale_col < 0 or self.t - self._gnss_accepted_t > self.settings.wheel_scale_gnss_s:
+        (nothing then tells a radius from an accelerometer's scale: the scales are held, their estimate still used) or
+        while the last wheel-rate update was rejected (the model disagrees with the wheels: a relock must not move them), and
+        before GNSS has been accepted for ``wheel_scale_after_s`` since the start."""
+        s = self.settings
+        if (self.wheel_scale_col < 0 or self.t - self._gnss_accepted_t > s.wheel_scale_gnss_s or self.t - self._gnss_since_t < s.wheel_scale_after_s
+                or self.stats["wheel_rates"].consecutive_rejections > 0):
             return -1
         return self.wheel_scale_col
+
+    def wheel_scale_observed(self) -> np.ndarray:
+        """Which wheels' rates tell their axle's scale now (bool (4,)): turning at least ``wheel_scale_min_rate_rad_s``
+        and rolling with a model slip below ``wheel_scale_max_slip``."""
+        s, v = self.settings, self.vehicle
+        return (np.abs(v.solver.qd[10:14]) >= s.wheel_scale_min_rate_rad_s) & (np.abs(v.tire_output_array[SLIP_ROW]) <= s.wheel_scale_max_slip)
 
     def imu_tilt_column(self) -> int:
         """The IMU tilt's first column for this IMU sample, or -1 while its gyroscope gives no x and y axes (the tilt
@@ -1252,13 +1279,14 @@ class VehicleErrorEKF(SensorBookkeeping):
         speeds = axle_speeds(rates)  # before the scales: a speed put on both wheels of an axle stays one number
         if self.wheel_scale_col >= 0:
             rates = rates / (1.0 + np.repeat(self.wheel_scale, 2))
-        scale_col, min_rate = self.wheel_scale_column(), self.settings.wheel_scale_min_rate_rad_s
+        scale_col = self.wheel_scale_column()
+        observed = self.wheel_scale_observed() if scale_col >= 0 else np.zeros(4, dtype=np.bool_)
         if (self._compiled_sensors and keep.all() and not any(speeds) and "wheel_rates" in self.settings.enabled_sensors
                 and stats.consecutive_rejections < self.settings.relock_after):
             innovation = np.empty(4)
-            nis = _wheel_rate_block(self.x, self.P, qd, rates, var, self.gate(4), innovation, scale_col, min_rate)
+            nis = _wheel_rate_block(self.x, self.P, qd, rates, var, self.gate(4), innovation, scale_col, observed)
             return record_update(stats, innovation, nis)
-        scales = wheel_rate_jacobian(qd, self.x.shape[0], scale_col, min_rate)[:, 2 * N :] if scale_col >= 0 else None
+        scales = wheel_rate_jacobian(qd, self.x.shape[0], scale_col, observed)[:, 2 * N :] if scale_col >= 0 else None
         h, H = self._h_wheel_rates()
         # rows: each wheel that reports, except that an axle whose two wheels report one speed gives one row, the mean of
         # its wheels' rates (a speed put on both wheels does not say that they turn alike: in a turn they do not)
@@ -1349,7 +1377,7 @@ class VehicleErrorEKF(SensorBookkeeping):
                 self.imu_tilt += e[k + 7 : k + 9]
             if self.wheel_scale_col >= 0:
                 j = self.wheel_scale_col - 2 * N
-                self.wheel_scale += e[j : j + WHEEL_SCALE_STATES]
+                self.wheel_scale[:] = np.clip(self.wheel_scale + e[j : j + WHEEL_SCALE_STATES], -WHEEL_SCALE_BOUND, WHEEL_SCALE_BOUND)
             self._feed_back_parameters(e[self.parameter_col - 2 * N :])
         x[:] = 0.0
         self._check_divergence(None, finite)
