@@ -691,10 +691,10 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.accel_bias_col = self.gyro_bias_col + 3 if self.gyro_bias_col >= 0 else -1
         self.gyro_scale_col = self.gyro_bias_col + 6 if self.gyro_bias_col >= 0 else -1  # the yaw-rate axis' scale factor
         self.imu_tilt_col = self.gyro_bias_col + 7 if self.gyro_bias_col >= 0 else -1  # the IMU's tilt about its x and y axes
-        self.wheel_scale_col = 2 * N + len(self.force_names) + (IMU_STATES if self.gyro_bias_col >= 0 else 0) if fe and s.wheel_scales else -1
+        after_imu = 2 * N + len(self.force_names) + (IMU_STATES if self.gyro_bias_col >= 0 else 0)
+        self.wheel_scale_col = after_imu if fe and s.wheel_scales else -1
         self.parameter_names = tuple(s.parameters) if fe else ()
-        self.parameter_col = (2 * N + len(self.force_names) + (IMU_STATES if self.gyro_bias_col >= 0 else 0)
-                              + (WHEEL_SCALE_STATES if self.wheel_scale_col >= 0 else 0))
+        self.parameter_col = after_imu + (WHEEL_SCALE_STATES if self.wheel_scale_col >= 0 else 0)
         n = self.parameter_col + len(self.parameter_names)
         self.x = np.zeros(n)
         self.P = np.zeros((n, n))

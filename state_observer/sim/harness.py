@@ -107,7 +107,7 @@ MANOEUVRES: dict[str, Callable[[], Manoeuvre]] = {
                                    description="a circle of 200 m accelerating from 25 to 40 m/s at 0.6 m/s^2 (8 m/s^2 lateral), "
                                                "the race car with wings"),
     "race_lap": _race_lap,
-    # the truth on a plane rising 3 % towards the east (ROADS): in the circle the car meets +-3 % of grade and of crossfall
+    # the truth on a plane rising 3 % towards the east (truth_road): in the circle the car meets +-3 % of grade and of crossfall
     # (1.7 deg), which the observer's flat road does not have; the accelerometer reads g sin of it (0.3 m/s^2)
     "tilted_circle": lambda: _circle("tilted_circle", 50.0, lambda t: 15.0, 15.0, 40.0,
                                      description="a circle of 50 m at 15 m/s on a plane rising 3 % towards the east (+-3 % of grade and "
