@@ -41,10 +41,23 @@ def filt(request):
     return f
 
 
-def mapped(f, H, bias_col=-1, h=None, scale_col=-1, tilt_col=-1, wheel_scale_col=-1):
+def slope_direct(f):
+    """How the accelerometer's reading changes with gravity's east and north components at the model's own accelerations
+    (3, 2), by central differences of the sensor model."""
+    q, qd, qdd = model_state(f)
+    m, g, out = f.mounts, f.gravity_enu(), np.zeros((3, 2))
+    for k in range(2):
+        dg = np.eye(3)[k] * 1e-3
+        out[:, k] = (models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation, g + dg)[0]
+                     - models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation, g - dg)[0]) / 2e-3
+    return out
+
+
+def mapped(f, H, bias_col=-1, h=None, scale_col=-1, tilt_col=-1, wheel_scale_col=-1, slope_col=-1):
     """H over [z, z_dot, z_ddot] onto [dz, dz_dot, e]: dz_ddot = A dz + B dz_dot + Gp e, plus the identity on a sensor's
     bias columns, the reading on the scale factor's and d(h + h x d)/dd on the tilt's (d = (dx, dy, 0)); wheel rates
-    (1 + k) h with k their axle's scale factor: h on the axle's column from ``wheel_scale_col``."""
+    (1 + k) h with k their axle's scale factor: h on the axle's column from ``wheel_scale_col``; an accelerometer's
+    direct response to the road slope (gravity's east and north components) on the two from ``slope_col``."""
     lin = f.linearisation
     out = np.zeros((H.shape[0], len(f.x)))
     out[:, : 2 * N] = H[:, : 2 * N]
@@ -60,11 +73,13 @@ def mapped(f, H, bias_col=-1, h=None, scale_col=-1, tilt_col=-1, wheel_scale_col
     if wheel_scale_col >= 0:
         out[[0, 1], wheel_scale_col] += h[:2]
         out[[2, 3], wheel_scale_col + 1] += h[2:]
+    if slope_col >= 0:
+        out[:, slope_col : slope_col + 2] += slope_direct(f)
     return out
 
 
-def reference_block(f, x, P, y, h, H, R, bias_col=-1, scale_col=-1, tilt_col=-1, wheel_scale_col=-1):
-    Hm = mapped(f, H, bias_col, h, scale_col, tilt_col, wheel_scale_col)
+def reference_block(f, x, P, y, h, H, R, bias_col=-1, scale_col=-1, tilt_col=-1, wheel_scale_col=-1, slope_col=-1):
+    Hm = mapped(f, H, bias_col, h, scale_col, tilt_col, wheel_scale_col, slope_col)
     stats = SensorStatistics()
     accepted = sequential_update(x, P, y - h - Hm @ x, Hm, R, f.gate(len(y)), stats)
     return accepted, stats
@@ -81,17 +96,18 @@ def test_sensor_blocks_match_the_numpy_update(filt):
     q, qd, qdd = model_state(f)
     m = f.mounts
     rng = np.random.default_rng(5)
-    blocks = [(*models.gyroscope(q, qd, m.imu_rotation), f.gyro_bias_col, f.gyro_scale_col, f.imu_tilt_col),
-              (*models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation), f.accel_bias_col, -1, f.imu_tilt_col),
-              (*models.gnss_velocity(q, qd, m.gnss_position_m), -1, -1, -1)]
-    for h, H, bias_col, scale_col, tilt_col in blocks:
+    blocks = [(*models.gyroscope(q, qd, m.imu_rotation), f.gyro_bias_col, f.gyro_scale_col, f.imu_tilt_col, -1),
+              (*models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation), f.accel_bias_col, -1, f.imu_tilt_col, f.slope_col),
+              (*models.gnss_velocity(q, qd, m.gnss_position_m), -1, -1, -1, -1)]
+    assert f.slope_col >= 0
+    for h, H, bias_col, scale_col, tilt_col, slope_col in blocks:
         y = h + rng.standard_normal(3) * 0.05
         R = np.eye(3) * 0.01
         x0, P0 = f.x.copy(), f.P.copy()
-        accepted, stats = reference_block(f, x0, P0, y, h, H, R, bias_col, scale_col, tilt_col)
+        accepted, stats = reference_block(f, x0, P0, y, h, H, R, bias_col, scale_col, tilt_col, slope_col=slope_col)
         x1, P1, nu = f.x.copy(), f.P.copy(), np.empty(3)
         lin = f.linearisation
-        nis = ekf.error_block(x1, P1, y, h, H, R, lin.A, lin.B, lin.Gp, f.gate(3), nu, bias_col, scale_col, tilt_col)
+        nis = ekf.error_block(x1, P1, y, h, H, R, lin.A, lin.B, lin.Gp, f.gate(3), nu, bias_col, scale_col, tilt_col, slope_col)
         assert accepted and nis == pytest.approx(stats.last_nis, rel=1e-9)
         np.testing.assert_allclose(nu, stats.last_innovation, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(x1, x0, rtol=1e-9, atol=1e-12 * np.abs(x0).max())
@@ -116,6 +132,8 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
     tilt, wheel_scale = f.imu_tilt.copy(), f.wheel_scale.copy()
     f.imu_tilt[:] = (0.004, -0.006)  # rad: the estimated tilt turns the readings back, R(d) y = y + d x y
     f.wheel_scale[:] = (0.01, -0.005)  # the rates are read as (1 + k) times the spins: divided by it
+    slope = f.road_slope.copy()
+    f._set_road_slope(np.array([0.2, -0.1]))  # m/s^2 of gravity east and north: the accelerometer's prediction reads it
     d = np.array([0.004, -0.006, 0.0])
     corrected_gyro = gyro - f.imu_bias[:3]  # the estimated biases, tilt and z scale factor removed
     corrected_gyro += np.cross(d, corrected_gyro)
@@ -126,12 +144,15 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
     f._gnss_accepted_t, f._gnss_since_t = f.t, f.t - 100.0  # as after a GNSS update: the scales are observed
     assert f.wheel_scale_column() == f.wheel_scale_col >= 0 and np.all(f.wheel_scale_observed())
     corrected_rates = rates / (1.0 + np.array([0.01, 0.01, -0.005, -0.005]))
-    for name, y, R, col, scale, tilt_col, wheel_col in (
-            ("gyroscope", corrected_gyro, R_gyro, f.gyro_bias_col, f.gyro_scale_column(), f.imu_tilt_col, -1),
-            ("accelerometer", corrected_accel, R_accel, f.accel_bias_col, -1, f.imu_tilt_col, -1),
-            ("wheel_rates", corrected_rates, R_wheels, -1, -1, -1, f.wheel_scale_col)):
+    for name, y, R, col, scale, tilt_col, wheel_col, slope_col in (
+            ("gyroscope", corrected_gyro, R_gyro, f.gyro_bias_col, f.gyro_scale_column(), f.imu_tilt_col, -1, -1),
+            ("accelerometer", corrected_accel, R_accel, f.accel_bias_col, -1, f.imu_tilt_col, -1, f.slope_col),
+            ("wheel_rates", corrected_rates, R_wheels, -1, -1, -1, f.wheel_scale_col, -1)):
         h, H = f.measurement_model(name)
-        accepted, _ = reference_block(f, x0, P0, y, h, H, R, col, scale, tilt_col, wheel_col)
+        if name == "accelerometer":  # the model's reading on the sloping road: R^T (a - g) with g tilted
+            g = np.array([0.2, -0.1, -9.81])
+            np.testing.assert_allclose(h, models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation, g)[0], rtol=1e-12)
+        accepted, _ = reference_block(f, x0, P0, y, h, H, R, col, scale, tilt_col, wheel_col, slope_col)
         expected.append(accepted)
     stats = dict(f.stats)
     try:
@@ -144,6 +165,7 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
         f.stats = stats
         f.imu_tilt[:] = tilt
         f.wheel_scale[:] = wheel_scale
+        f._set_road_slope(slope)
         f._gnss_accepted_t, f._gnss_since_t = seen
 
 
@@ -870,8 +892,9 @@ def test_a_friction_change_leaves_the_force_on_the_chassis_as_it_was():
 def test_a_parameter_window_takes_each_step_as_the_equations_say():
     """spi's compiled step accumulation (accumulate_step) against the same sums written out in numpy: the torque balance
     along the heading (F_x,i = (T_i - I_i omega_dot_i) / r_i, the lateral forces' share, drag), the centre of mass's
-    acceleration and turning part, the published forces, the axles' stiffness per load and slip angles, and the
-    cornering estimator's linear-range sums; a car slower than min_speed counts as stopped and adds nothing."""
+    acceleration as the accelerometer reads it (less gravity's part along the heading on the estimated road slope, plus the
+    accelerometer's mean innovation) and turning part, the published forces, the axles' stiffness per load and slip angles,
+    and the cornering estimator's linear-range sums; a car slower than min_speed counts as stopped and adds nothing."""
     from state_observer.estimation import spi
     from state_observer.paths import default_vehicle_path
     from state_observer.sensors.mounts import mounts_from_vehicle
@@ -892,13 +915,15 @@ def test_a_parameter_window_takes_each_step_as_the_equations_say():
     c, s = np.cos(yaw), np.sin(yaw)
     v.force_correction[:2] = 400.0 * np.array([-s, c])
     v.force_correction[5] = -120.0
+    slope, innovation = np.array([0.15, -0.2]), 0.07  # m/s^2: gravity east and north, the accelerometer's mean innovation
+    f._set_road_slope(slope)
     q, qd, qdd = v.solver.q, v.solver.qd, v.solver.qdd
     x_cg = f._x_cg_m
     sums, forces = np.zeros(spi.W_SIZE), np.empty((4, 3))
     mu, low, high = 0.9, 0.02, 0.9
     args = (v.tire_output_array, v.contact_array, v.force_correction, q, qd, qdd, *f._axle_x_m, True, v.drive_torque_n_m, v.brake_torque_n_m,
             v.body, v.tire_rows[:, 5], v.tire_scales, x_cg, mu, low, high)
-    assert not spi.accumulate_step(sums, *args, 3.0, forces)
+    assert not spi.accumulate_step(sums, *args, 3.0, forces, innovation)
     published = f.tire_forces()
     np.testing.assert_allclose(forces, published, rtol=1e-12)
     contact, model = v.contact, v.last
@@ -907,7 +932,7 @@ def test_a_parameter_window_takes_each_step_as_the_equations_say():
     lateral = published[:, 1] @ (c * contact.ey[:, 0] + s * contact.ey[:, 1])
     along = fx_torque @ (c * contact.ex[:, 0] + s * contact.ex[:, 1]) + lateral - v.body[kern.B_AERO_COEF] * (c * qd[0] + s * qd[1]) ** 2
     r = qd[5]
-    expected_mass = [c * qdd[0] + s * qdd[1] - r**2 * x_cg, along, abs(lateral), abs(fx_torque.sum()), -(c * qd[1] - s * qd[0]) * r - r**2 * x_cg]
+    expected_mass = [c * (qdd[0] - slope[0]) + s * (qdd[1] - slope[1]) + innovation - r**2 * x_cg, along, abs(lateral), abs(fx_torque.sum()), -(c * qd[1] - s * qd[0]) * r - r**2 * x_cg]
     assert abs(r) > 0.05 and fx_torque.sum() > 100.0  # a turn, driven
     np.testing.assert_allclose(sums[spi.W_MASS : spi.W_MASS + 5], expected_mass, rtol=1e-9, atol=1e-9)
     assert sums[spi.W_MASS_N] == 1.0 and sums[spi.W_AXLE_N] == 1.0
@@ -921,5 +946,5 @@ def test_a_parameter_window_takes_each_step_as_the_equations_say():
     np.testing.assert_array_equal(sums[spi.W_CORNER_N : spi.W_CORNER_N + 2], [1.0, 1.0])
     np.testing.assert_allclose(sums[spi.W_CORNER_U : spi.W_CORNER_U + 2], alpha * fy_axle / (model_fy / v.tire_scales[:2]), rtol=1e-12)
     before = sums.copy()
-    assert spi.accumulate_step(sums, *args, 40.0, forces)  # slower than 40 m/s: stopped, nothing added
+    assert spi.accumulate_step(sums, *args, 40.0, forces, innovation)  # slower than 40 m/s: stopped, nothing added
     np.testing.assert_array_equal(sums, before)

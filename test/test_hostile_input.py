@@ -115,6 +115,7 @@ def test_detailed_observer_diagnostics_and_imu_counts(scenario):
     assert statuses["state_observer: observer"][1]["friction"] == "1.000"
     assert "IMU tilt beyond its mounting deg (about x y)" not in statuses["state_observer: observer"][1]  # no IMU states
     assert "wheel rolling radius scale % (front rear)" not in statuses["state_observer: observer"][1]  # nor wheel scales
+    assert not any(k.startswith("road grade") for k in statuses["state_observer: observer"][1])  # nor a road slope
     imu = obs.counters["imu"]
     # the detailed filter uses the gyroscope only: an IMU message is applied when its gyroscope part was
     assert imu["applied"] > 0.9 * (imu["received"] - imu["dropped: before start"]) and imu["rejected by the gate"] < 0.05 * imu["applied"]
@@ -122,7 +123,8 @@ def test_detailed_observer_diagnostics_and_imu_counts(scenario):
 
 def test_diagnostics_say_what_the_filter_learnt_of_the_imu(scenario):
     """The observer's status carries the IMU's estimated biases, z scale factor and tilt and the wheels' rolling-radius
-    scales (a mounting, a part or a tire the user should check), as numbers a reader can parse."""
+    scales (a mounting, a part or a tire the user should check) and the road's grade and cross slope under the car, as
+    numbers a reader can parse."""
     from state_observer.io.pipeline import health
 
     desc, config, truths, samples = scenario
@@ -137,6 +139,8 @@ def test_diagnostics_say_what_the_filter_learnt_of_the_imu(scenario):
     assert float(values["gyroscope z scale factor %"]) == pytest.approx(100 * obs.filter.gyro_scale, abs=0.005)
     wheels = [float(v) for v in values["wheel rolling radius scale % (front rear)"].split()]
     np.testing.assert_allclose(wheels, 100 * obs.filter.wheel_scale, atol=0.005)  # (how they are learnt: test_errorekf_compiled)
+    road = [float(v) for v in values["road grade % (uphill +), cross slope % (falling to the left +)"].split()]
+    np.testing.assert_allclose(road, 100 * np.array(obs.filter.road_grade()), atol=0.005)  # (how it is learnt: test_errorekf_vehicle)
 
 
 def test_inputs_beyond_the_vehicle_limits_are_dropped_and_estimation_goes_on(scenario):

@@ -222,3 +222,38 @@ def test_residual_derivatives_are_central_differences_of_the_residual(reduced):
     np.testing.assert_array_equal(dq, expected_q)
     np.testing.assert_array_equal(dqd, expected_qd)
     assert np.abs(dq[:, 2]).max() > 1.0 and np.abs(dqd).max() > 1.0  # the roll stiffness and the damping are there
+
+
+def test_road_slope_forces_are_gravity_on_every_body(desc, reduced):
+    """slope_forces, gravity's generalised force per m/s^2 of its east and north components: the central difference of
+    the residual r = M qdd - Q in the body's gravity (dQ/dg = -dr/dg), and by hand on a car facing east: the whole mass on
+    x and y, and the moments of the bodies' weights about base_link, sum m_b z_b (pitch, east) and sum m_b x_b (yaw,
+    north), the unsprung masses at their wheel centres."""
+    from state_observer.vehicle import reduced_kernels as kern
+
+    reduced.start(10.0)
+    for _ in range(50):
+        assert reduced.step().success
+    got = reduced.slope_forces()
+    s = reduced.solver
+    inputs = reduced._inputs.copy()
+    h = 1e-3
+
+    def r(g_east, g_north):
+        body = reduced.body.copy()
+        body[kern.B_GRAVITY_X], body[kern.B_GRAVITY_Y] = g_east, g_north
+        return kern.force_residuals(reduced.parameters[None], np.arange(14), reduced.total_mass_kg, s.q, s.qd, s.qdd, inputs[kern.IN_RACK], *reduced._splines,
+                                    body, reduced._inertia, inputs, reduced._xi0, reduced._road_height, reduced._road_normal, reduced.tire.rows,
+                                    reduced.load_terms)[0]
+
+    expected = -np.column_stack([(r(h, 0.0) - r(-h, 0.0)) / (2 * h), (r(0.0, h) - r(0.0, -h)) / (2 * h)])
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6 * np.abs(expected).max())
+    m = reduced.total_mass_kg
+    wheels = np.array([c.wheel_centre_m for c in desc.corners])
+    masses = np.concatenate([[reduced.sprung_mass], reduced.unsprung_mass])
+    points = np.vstack([reduced.sprung_com, wheels])
+    assert abs(s.q[5]) < 1e-3 and np.allclose(reduced.road_slope, 0.0)  # facing east, the model's own slope left level
+    assert got[0, 0] == pytest.approx(m, rel=1e-9) and got[1, 1] == pytest.approx(m, rel=1e-9)
+    assert abs(got[1, 0]) < 1e-6 * m and abs(got[2]).max() < 1e-6 * m
+    assert got[4, 0] == pytest.approx(masses @ points[:, 2], rel=0.02)  # nose down when gravity pulls forwards
+    assert got[5, 1] == pytest.approx(masses @ points[:, 0], rel=0.02)

@@ -67,6 +67,8 @@ PARAMETER_NAMES = ("mass", "friction", "cornering_front", "cornering_rear", "lon
 IMU_STATES = 9  # gyroscope biases (3), accelerometer biases (3), the gyroscope's z scale factor, the IMU's tilt (2)
 WHEEL_SCALE_STATES = 2  # the wheel-rate scale factor of the front and of the rear axle (rolling radius of the file / the tires')
 WHEEL_SCALE_BOUND = 0.05  # |k| at most this: a tire 5 % off the file's radius is a wrong vehicle file, not wear
+SLOPE_STATES = 2  # gravity's east and north components (the road's slope under the car)
+SLOPE_BOUND_M_S2 = 2.0  # |g_e|, |g_n| at most this (20 % of g; steeper is a wrong estimate, not a road)
 SLIP_ROW = TireOutput._fields.index("slip_ratio")  # the model's tire output row of the longitudinal slip
 PARAMETER_STEP = {"mass": 10.0, "friction": 0.01, "cornering_front": 0.01, "cornering_rear": 0.01, "longitudinal": 0.01}  # finite differences
 PARAMETER_BOUNDS = {"mass": (0.5, 2.0), "friction": (0.1, 1.5), "cornering_front": (0.4, 2.5), "cornering_rear": (0.4, 2.5),
@@ -289,6 +291,16 @@ class ErrorEkfSettings:
     # second of a full-throttle launch, and the full braking that followed diverged).  10 s cost the short eval runs
     # their learning (step steer position 0.45 -> 0.86 m, lane change 0.48 -> 0.73, eval seeds 0-2)
     wheel_scale_after_s: float = 3.0
+    # the road's slope under the car: gravity's east and north components (m/s^2) in the model, which drives a level road.
+    # On a rising road the car slows by g sin(grade) while the accelerometer, which reads what the tires push, does not
+    # see it: the speed says what the accelerometer does not, which no force error (seen by both) and no accelerometer bias
+    # (seen by it alone) explains.  Taken as a force error, a 3 % plane published m g 0.03 (~450 N) as longitudinal tire
+    # force and, with a speed alone for the drive force, as the drive itself.  The slope is a random walk per metre
+    # driven (a road's grade changes with distance, not time; standing, it does not change).
+    road_slope: bool = True
+    road_slope_sigma: float = 0.3  # m/s^2 (3 % of g)
+    road_slope_across_sigma: float = 0.03  # m/s^2 at the start, across the heading
+    road_slope_walk: float = 0.005  # m/s^2 per sqrt(m): 5 % of g over 1 km
     parameters: tuple = ()  # names of PARAMETER_NAMES (mass kg, the others dimensionless)
     parameter_sigma: dict = field(default_factory=lambda: {"mass": 150.0, "friction": 0.2, "cornering_front": 0.25, "cornering_rear": 0.25,
                                                             "longitudinal": 0.25})
@@ -356,12 +368,26 @@ def tilt_jacobian(h):
 
 
 @njit(cache=True)
-def error_block(x, P, y, h, H, R, A, B, Gp, gate, innovation, bias_col, scale_col, tilt_col):
+def slope_columns(H, Hx, slope_col):
+    """An accelerometer's columns of the road slope (gravity's east and north components g_e, g_n) onto ``Hx`` from
+    ``slope_col``: it reads R^T (a - g), so beside the acceleration the slope gives the model (through z_ddot, in the mapped
+    H) it reads -d/dg of the same, minus H's own columns of the ENU acceleration's x and y."""
+    n = H.shape[1] // 3
+    for a in range(H.shape[0]):
+        Hx[a, slope_col] -= H[a, 2 * n]
+        Hx[a, slope_col + 1] -= H[a, 2 * n + 1]
+
+
+@njit(cache=True)
+def error_block(x, P, y, h, H, R, A, B, Gp, gate, innovation, bias_col, scale_col, tilt_col, slope_col):
     """:meth:`VehicleErrorEKF._apply` compiled: H mapped (:func:`_map_columns`), plus the identity on the m columns
     from ``bias_col`` (a sensor bias state; -1: none), h[2] on ``scale_col`` (the third axis' scale-factor error;
-    -1: none) and :func:`tilt_jacobian` on the two columns from ``tilt_col`` (the sensor's tilt; -1: none), the
-    innovation y - h - H x written to ``innovation``, then :func:`.kalman.joseph_update` (its return value)."""
+    -1: none), :func:`tilt_jacobian` on the two columns from ``tilt_col`` (the sensor's tilt; -1: none) and
+    :func:`slope_columns` on the two from ``slope_col`` (an accelerometer's road slope; -1: none), the innovation
+    y - h - H x written to ``innovation``, then :func:`.kalman.joseph_update` (its return value)."""
     Hx = _map_columns(H, A, B, Gp, x.shape[0])
+    if slope_col >= 0:
+        slope_columns(H, Hx, slope_col)
     if bias_col >= 0:
         for a in range(y.shape[0]):
             Hx[a, bias_col + a] += 1.0
@@ -459,21 +485,21 @@ def feed_back(x, q, qd, qdd, A, B, Gp, P):
 
 @njit(cache=True)
 def _imu_blocks(x, P, q, qd, qdd, S, r, gyro, accel, gyro_var, accel_var, A, B, Gp, gate, use_gyro, use_accel, nu_gyro, nu_accel, gyro_bias_col,
-                accel_bias_col, gyro_scale_col, tilt_col):
+                accel_bias_col, gyro_scale_col, tilt_col, gravity, slope_col):
     """:meth:`VehicleErrorEKF.update_imu` compiled: the gyroscope block, then the accelerometer block
     (:func:`error_block`; sensor models of :mod:`state_observer.sensors.models`, mounting rotation S, lever arm r,
     per-axis noise variances (3,) (rad/s)^2, (m/s^2)^2, the bias states' first columns or -1, the gyroscope's z scale
     factor's column or -1, the IMU tilt's first column or -1; ``gyro`` and ``accel`` with the estimated biases, scale
-    and tilt already removed).  Returns both codes of :func:`.kalman.joseph_update` (0 for a block
+    and tilt already removed; the model's ``gravity`` (3,) ENU and the road slope's first column or -1).  Returns both codes of :func:`.kalman.joseph_update` (0 for a block
     not used)."""
     St = np.ascontiguousarray(S.T)
     nis_gyro = nis_accel = 0.0
     if use_gyro:
         h, H = models.gyroscope_kernel(q, qd, St)
-        nis_gyro = error_block(x, P, gyro, h, H, np.diag(gyro_var), A, B, Gp, gate, nu_gyro, gyro_bias_col, gyro_scale_col, tilt_col)
+        nis_gyro = error_block(x, P, gyro, h, H, np.diag(gyro_var), A, B, Gp, gate, nu_gyro, gyro_bias_col, gyro_scale_col, tilt_col, -1)
     if use_accel:
-        h, H = models.accelerometer_kernel(q, qd, qdd, r, St, models.GRAVITY_ENU_M_S2)
-        nis_accel = error_block(x, P, accel, h, H, np.diag(accel_var), A, B, Gp, gate, nu_accel, accel_bias_col, -1, tilt_col)
+        h, H = models.accelerometer_kernel(q, qd, qdd, r, St, gravity)
+        nis_accel = error_block(x, P, accel, h, H, np.diag(accel_var), A, B, Gp, gate, nu_accel, accel_bias_col, -1, tilt_col, slope_col)
     return nis_gyro, nis_accel
 
 
@@ -694,7 +720,9 @@ class VehicleErrorEKF(SensorBookkeeping):
         after_imu = 2 * N + len(self.force_names) + (IMU_STATES if self.gyro_bias_col >= 0 else 0)
         self.wheel_scale_col = after_imu if fe and s.wheel_scales else -1
         self.parameter_names = tuple(s.parameters) if fe else ()
-        self.parameter_col = after_imu + (WHEEL_SCALE_STATES if self.wheel_scale_col >= 0 else 0)
+        after_wheels = after_imu + (WHEEL_SCALE_STATES if self.wheel_scale_col >= 0 else 0)
+        self.slope_col = after_wheels if fe and s.road_slope else -1
+        self.parameter_col = after_wheels + (SLOPE_STATES if self.slope_col >= 0 else 0)
         n = self.parameter_col + len(self.parameter_names)
         self.x = np.zeros(n)
         self.P = np.zeros((n, n))
@@ -702,6 +730,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.gyro_scale = 0.0  # estimated scale-factor error of the gyroscope's z axis (it reads (1 + s) times the rate)
         self.imu_tilt = np.zeros(2)  # estimated tilt of the IMU about its own x and y axes beyond its mounting (rad)
         self.wheel_scale = np.zeros(2)  # estimated wheel-rate scale factor k of the front and rear axle (a rate reads (1 + k) times)
+        self.road_slope = np.zeros(2)  # estimated gravity's east and north components (m/s^2; the model's, vehicle.road_slope)
         self._gnss_accepted_t = -math.inf  # model time of the last accepted GNSS fix or velocity (s; wheel_scale_column)
         self._gnss_since_t = math.inf  # ... and of the first one since the start
         # only a gyroscope with x and y axes tells the tilt from the accelerometer's biases (the yaw rate times the tilt)
@@ -713,7 +742,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         plant[: 2 * N, : 2 * N] = white_acceleration_covariance(s.plant_sigma2, dt)
         self._white_block = white_acceleration_block(dt)  # one coordinate's share of it per unit intensity (_heading_frame)
         plant[2 * N :, 2 * N :] = np.diag(np.square(self._extra_values(s.force_walk, s.gyro_bias_walk, s.accel_bias_walk, s.gyro_scale_walk,
-                                                                        s.imu_tilt_walk, s.wheel_scale_walk, s.parameter_walk)) * dt)
+                                                                        s.imu_tilt_walk, s.wheel_scale_walk, 0.0, s.parameter_walk)) * dt)
         self.plant = plant
         if not fe:
             self.F = np.block([[np.eye(N), dt * np.eye(N)], [np.zeros((N, N)), np.eye(N)]])
@@ -750,14 +779,16 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._compiled_sensors = True  # the IMU update in one compiled call (the sensor models of the 14-DOF state)
 
     def _extra_values(self, forces: dict, gyro: float, accel: float, gyro_scale: float, tilt: float, wheel_scale: float,
-                      parameters: dict) -> np.ndarray:
+                      slope: float, parameters: dict) -> np.ndarray:
         """One value per extra state, in their order (forces, IMU biases, the gyroscope's z scale, the IMU's tilt, the wheel
-        scales, parameters)."""
+        scales, the road's slope, parameters)."""
         values = [forces[f] for f in self.force_names]
         if self.gyro_bias_col >= 0:
             values += [gyro] * 3 + [accel] * 3 + [gyro_scale] + [tilt] * 2
         if self.wheel_scale_col >= 0:
             values += [wheel_scale] * WHEEL_SCALE_STATES
+        if self.slope_col >= 0:
+            values += [slope] * SLOPE_STATES
         return np.array(values + [parameters[p] for p in self.parameter_names], dtype=float)
 
     def initial_sigma(self) -> np.ndarray:
@@ -765,7 +796,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         s = self.settings
         return np.concatenate([s.initial_position_sigma, s.initial_velocity_sigma,
                                self._extra_values(s.force_sigma, s.gyro_bias_sigma, s.accel_bias_sigma, s.gyro_scale_sigma, s.imu_tilt_sigma,
-                                                  s.wheel_scale_sigma, s.parameter_sigma)])
+                                                  s.wheel_scale_sigma, s.road_slope_sigma, s.parameter_sigma)])
 
     # ----- life cycle ---------------------------------------------------------------------------------
     def start(self, speed_m_s: float = 0.0, yaw_rad: float = 0.0, position_m=(0.0, 0.0), t: float = 0.0) -> None:
@@ -775,10 +806,17 @@ class VehicleErrorEKF(SensorBookkeeping):
         if self._initial_parameters is None and self.parameter_names:
             self._initial_parameters = self.vehicle.parameters.copy()
         self.P[:] = np.diag(np.square(self.initial_sigma()))
+        if self.slope_col >= 0:  # the slope across the heading: road_slope_across_sigma
+            c, sn = math.cos(yaw_rad), math.sin(yaw_rad)
+            along, across = self.settings.road_slope_sigma**2, self.settings.road_slope_across_sigma**2
+            k = slice(self.slope_col, self.slope_col + SLOPE_STATES)
+            self.P[k, k] = np.array([[c * c * along + sn * sn * across, c * sn * (along - across)],
+                                     [c * sn * (along - across), sn * sn * along + c * c * across]])
         self.x[:] = 0.0
         self.imu_bias[:] = 0.0
         self.gyro_scale = 0.0
         self.imu_tilt[:] = 0.0
+        self._set_road_slope(np.zeros(2))  # the road's, not the car's: a new start may be anywhere
         self._gnss_accepted_t, self._gnss_since_t = -math.inf, math.inf  # the wheel scales (the car's) are kept, learnt again with GNSS
         self._steps_since_transition = 0
         self._previous_scales = None
@@ -928,6 +966,10 @@ class VehicleErrorEKF(SensorBookkeeping):
             for i, rows in enumerate((coordinates, N + coordinates)):  # each coordinate's own 2x2 block (its diagonals)
                 for j, cols in enumerate((coordinates, N + coordinates)):
                     self.plant[rows, cols] = block[i, j] * q
+        if self.slope_col >= 0:  # a walk per metre driven, along the heading only (road_slope_walk)
+            k = slice(self.slope_col, self.slope_col + SLOPE_STATES)
+            walk = st.road_slope_walk**2 * math.hypot(solver.qd[0], solver.qd[1]) * self.dt
+            self.plant[k, k] = walk * np.array([[c * c, c * s], [c * s, s * s]])
         # written every time (not only where q_long != q_lat): a block written at a low speed must not stay at speed
         sigma = np.array([[c * c * q_long + s * s * q_lat, c * s * (q_long - q_lat)], [c * s * (q_long - q_lat), s * s * q_long + c * c * q_lat]])
         for i in range(2):
@@ -1016,9 +1058,12 @@ class VehicleErrorEKF(SensorBookkeeping):
     def residual_sensitivity(self) -> np.ndarray:
         """Dr = dr/de (N, extra states), r = M z_ddot - Q - force correction: -1 along a force error's direction; for a
         model parameter forward differences of the steady-state tire forces (the parameters change slowly: the carcass
-        has relaxed); zero for the IMU biases, which act on measurements only."""
+        has relaxed); for the road's slope gravity's generalised force per m/s^2 (:meth:`ReducedVehicle.slope_forces`);
+        zero for the IMU biases, which act on measurements only."""
         Dr = np.zeros((N, self.P.shape[0] - 2 * N))
         Dr[:, : len(self.force_names)] = -self._directions
+        if self.slope_col >= 0:
+            Dr[:, self.slope_col - 2 * N : self.slope_col - 2 * N + SLOPE_STATES] = -self.vehicle.slope_forces()
         if self.parameter_names:
             theta0 = self.vehicle.parameters
             thetas = np.repeat(theta0[None], 1 + len(self.parameter_names), axis=0)
@@ -1061,6 +1106,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         bias_col = {"gyroscope": self.gyro_bias_col, "accelerometer": self.accel_bias_col}.get(name, -1)
         scale_col = self.gyro_scale_column() if name == "gyroscope" else -1
         tilt_col = self.imu_tilt_column() if bias_col >= 0 else -1
+        slope_col = self.slope_col if name == "accelerometer" else -1
         axes = np.arange(len(y)) if axes is None else np.asarray(axes)
         H = np.ascontiguousarray(H, dtype=float)
         if H.shape[1] == 2 * N:  # a model without accelerations in H (the detailed filter's mapped Jacobians)
@@ -1068,9 +1114,12 @@ class VehicleErrorEKF(SensorBookkeeping):
         if stats.consecutive_rejections < self.settings.relock_after and (bias_col < 0 or len(axes) == 3) and extra is None:
             innovation = np.empty(len(y))
             nis = error_block(self.x, self.P, y, np.asarray(h, float), H, np.ascontiguousarray(R, dtype=float),
-                               self._A, self._B, self._Gp, self.gate(len(y)), innovation, bias_col, scale_col, tilt_col)
+                               self._A, self._B, self._Gp, self.gate(len(y)), innovation, bias_col, scale_col, tilt_col, slope_col)
             return record_update(stats, innovation, nis)
-        H = _map_columns(H, self._A, self._B, self._Gp, self.x.shape[0])
+        Hx = _map_columns(H, self._A, self._B, self._Gp, self.x.shape[0])
+        if slope_col >= 0:
+            slope_columns(H, Hx, slope_col)
+        H = Hx
         if bias_col >= 0:
             H[np.arange(len(y)), bias_col + axes] += 1.0
         if scale_col >= 0 and 2 in axes:
@@ -1164,7 +1213,8 @@ class VehicleErrorEKF(SensorBookkeeping):
             nis_gyro, nis_accel = _imu_blocks(self.x, self.P, q, qd, qdd, np.asarray(self.mounts.imu_rotation, float), np.asarray(self.mounts.imu_position_m, float),
                                               gyro_c, accel_c, np.ascontiguousarray(gyro_var),
                                               np.ascontiguousarray(accel_var), self._A, self._B, self._Gp, self.gate(3), use_gyro, use_accel, nu_gyro, nu_accel,
-                                              self.gyro_bias_col, self.accel_bias_col, self.gyro_scale_column(), self.imu_tilt_column())
+                                              self.gyro_bias_col, self.accel_bias_col, self.gyro_scale_column(), self.imu_tilt_column(), self.gravity_enu(),
+                                              self.slope_col)
             applied = (use_gyro and record_update(gyro_stats, nu_gyro, nis_gyro)), (use_accel and record_update(accel_stats, nu_accel, nis_accel))
             for name, used, code in (("gyroscope", use_gyro, nis_gyro), ("accelerometer", use_accel, nis_accel)):
                 if used and (code >= 0.0 or code < -1.5):  # applied, or gated with its NIS (an unused block returns 0)
@@ -1333,7 +1383,7 @@ class VehicleErrorEKF(SensorBookkeeping):
 
     def _h_accelerometer(self):
         q, qd, qdd = self._state()
-        return models.accelerometer(q, qd, qdd, self.mounts.imu_position_m, self.mounts.imu_rotation)
+        return models.accelerometer(q, qd, qdd, self.mounts.imu_position_m, self.mounts.imu_rotation, self.gravity_enu())
 
     def _h_wheel_rates(self):
         return models.wheel_rates(self._state()[1])
@@ -1378,9 +1428,31 @@ class VehicleErrorEKF(SensorBookkeeping):
             if self.wheel_scale_col >= 0:
                 j = self.wheel_scale_col - 2 * N
                 self.wheel_scale[:] = np.clip(self.wheel_scale + e[j : j + WHEEL_SCALE_STATES], -WHEEL_SCALE_BOUND, WHEEL_SCALE_BOUND)
+            if self.slope_col >= 0:
+                j = self.slope_col - 2 * N
+                self._set_road_slope(self.road_slope + e[j : j + SLOPE_STATES])
             self._feed_back_parameters(e[self.parameter_col - 2 * N :])
         x[:] = 0.0
         self._check_divergence(None, finite)
+
+    def _set_road_slope(self, slope: np.ndarray) -> None:
+        """The estimated road slope (gravity's east and north components, m/s^2, within +-SLOPE_BOUND_M_S2), in the
+        filter and in the model."""
+        self.road_slope[:] = np.clip(slope, -SLOPE_BOUND_M_S2, SLOPE_BOUND_M_S2)
+        if self.slope_col >= 0:
+            self.vehicle.set_road_slope(*self.road_slope)
+
+    def road_grade(self) -> tuple[float, float]:
+        """The estimated road slope in the car's frame (sines): the grade along the heading (uphill +) and the cross slope
+        (falling to the car's left +)."""
+        yaw = float(self.vehicle.solver.q[5])
+        c, s = math.cos(yaw), math.sin(yaw)
+        g = -models.GRAVITY_ENU_M_S2[2]
+        return -(c * self.road_slope[0] + s * self.road_slope[1]) / g, (-s * self.road_slope[0] + c * self.road_slope[1]) / g
+
+    def gravity_enu(self) -> np.ndarray:
+        """The model's gravity (3,) ENU m/s^2: level, tilted by the estimated road slope."""
+        return np.array([self.road_slope[0], self.road_slope[1], models.GRAVITY_ENU_M_S2[2]])
 
     def _feed_back_parameters(self, de: np.ndarray) -> None:
         """Model parameters take their estimated errors, within PARAMETER_BOUNDS; the tires carry their new forces at once."""

@@ -187,7 +187,7 @@ class VehicleSPI(VehicleErrorEKF):
         low, high = sp.cornering_utilisation
         w.stopped |= accumulate_step(w.sums, v.tire_output_array, v.contact_array, v.force_correction, solver.q, solver.qd, solver.qdd, x_front, x_rear,
                                     self.torques_known, v.drive_torque_n_m, v.brake_torque_n_m, v.body, v.tire_rows[:, 5], v.tire_scales,
-                                    self._x_cg_m, float(self.mu), low, high, sp.min_speed_m_s, self._forces)
+                                    self._x_cg_m, float(self.mu), low, high, sp.min_speed_m_s, self._forces, float(self._accel_innovation[0]))
 
     def update_parameters(self) -> None:
         """One update of every estimator from the window's averages (module docstring)."""
@@ -449,7 +449,7 @@ def _sum4(a) -> float:
 
 @njit(cache=True)
 def accumulate_step(sums, tire_out, geo, fc, q, qd, qdd, x_front, x_rear, torques_known, drive, brake, body, k, tire_scales, x_cg, mu,
-                    low, high, min_speed, forces):
+                    low, high, min_speed, forces, accel_innovation):
     """One model step into a window's ``sums`` (layout W_*; :meth:`VehicleSPI._accumulate`): returns True where the car
     is slower than ``min_speed`` (m/s; the window then counts as stopped).  ``forces`` (4, 3) takes the published tire
     forces (:func:`.errorekf.published_tire_forces`).
@@ -480,7 +480,11 @@ def accumulate_step(sums, tire_out, geo, fc, q, qd, qdd, x_front, x_rear, torque
         drag = body[kern.B_AERO_COEF] * speed * abs(speed)
         yaw_rate = qd[5]
         turning = -(c * qd[1] - s * qd[0]) * yaw_rate - yaw_rate**2 * x_cg
-        a_cg = c * qdd[0] + s * qdd[1] - yaw_rate**2 * x_cg
+        # what the tires drive: the specific force along the heading, as the accelerometer reads it (the model's, which
+        # leaves out gravity's part along the heading, the road's estimated slope, plus the accelerometer's mean
+        # innovation ``accel_innovation``, m/s^2): a mass error and a grade both make the model's speed wrong, and
+        # the filter may take either for the other; only the mass changes what the accelerometer reads
+        a_cg = c * (qdd[0] - body[kern.B_GRAVITY_X]) + s * (qdd[1] - body[kern.B_GRAVITY_Y]) + accel_innovation - yaw_rate**2 * x_cg
         sums[W_MASS] += a_cg
         sums[W_MASS + 1] += along - drag
         sums[W_MASS + 2] += abs(lateral)

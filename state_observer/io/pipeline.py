@@ -253,6 +253,9 @@ def health(observer: OnlineObserver, now_ns: int | None = None) -> list[tuple[st
                            "IMU tilt beyond its mounting deg (about x y)": " ".join(f"{v:+.2f}" for v in np.degrees(f.imu_tilt))})
         if getattr(f, "wheel_scale_col", -1) >= 0:  # the tires' rolling radius against the vehicle file's
             values["wheel rolling radius scale % (front rear)"] = " ".join(f"{100.0 * v:+.2f}" for v in f.wheel_scale)
+        if getattr(f, "slope_col", -1) >= 0:  # the road under the car, which the model drives level
+            grade, cross = f.road_grade()
+            values["road grade % (uphill +), cross slope % (falling to the left +)"] = f"{100.0 * grade:+.2f} {100.0 * cross:+.2f}"
     if report is not None:
         for name, r in report.items():
             values[f"{name} status"] = STATUS_NAMES[r["status"]]

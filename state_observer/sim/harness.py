@@ -278,7 +278,8 @@ def run_observer(desc, config, manoeuvre: Manoeuvre, samples: list, observer: st
                      resets=obs.n_resets, counters={k: dict(v) for k, v in obs.counters.items()},
                      mass_observed=None if report is None else float(report["mass"]["status"] != 0),
                      cornering=None if report is None or "cornering_front" not in report else
-                     tuple((report[a]["value"], report[a]["status"], report[a]["sigma"]) for a in ("cornering_front", "cornering_rear")))
+                     tuple((report[a]["value"], report[a]["status"], report[a]["sigma"]) for a in ("cornering_front", "cornering_rear")),
+                     road_slope=tuple(obs.filter.road_slope) if getattr(obs.filter, "slope_col", -1) >= 0 else None)
     if gnss and rows:  # what process adds offline (the same call): every fix, those after each instant too
         run.extra["smoothed_position"] = smooth_since_start(run.t, run.values["position"], run.values["yaw"], np.array(position_sigmas), obs.gnss_log,
                                                             obs.mounts.gnss_position_m, None if obs.started_from is None else obs.started_from[0])[:, :2]

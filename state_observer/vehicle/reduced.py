@@ -278,6 +278,32 @@ class ReducedVehicle:
                                   np.asarray(position_columns, dtype=np.intp), np.asarray(velocity_columns, dtype=np.intp), step, dq, dqd)
         return dq, dqd
 
+    @property
+    def road_slope(self) -> np.ndarray:
+        """Gravity's east and north components (m/s^2; (2,) copy): the slope of the road under the car, which the model
+        drives as level (a car on a rising road feels -g sin(grade) along it)."""
+        return self.body[kern.B_GRAVITY_X : kern.B_GRAVITY_Y + 1].copy()
+
+    def set_road_slope(self, east_m_s2: float, north_m_s2: float) -> None:
+        """Set gravity's east and north components (m/s^2; :attr:`road_slope`)."""
+        self.body[kern.B_GRAVITY_X], self.body[kern.B_GRAVITY_Y] = east_m_s2, north_m_s2
+
+    def slope_forces(self) -> np.ndarray:
+        """dQ/dg (14, 2): the generalised force of gravity's east and north components per m/s^2 at the solver's
+        position, on every body at its centre of mass (N, N m per m/s^2; Q is linear in g)."""
+        s = self.solver
+        self._position(s.q)
+        body = self.body.copy()
+        out = np.zeros((14, 2))
+        for k, offset in enumerate((kern.B_GRAVITY_X, kern.B_GRAVITY_Y)):
+            body[[kern.B_GRAVITY_X, kern.B_GRAVITY_Y, kern.B_GRAVITY_Z]] = 0.0
+            body[offset] = 1.0
+            Q = np.zeros(14)
+            kern.force_stage(s.q, s.qd, self._inputs, self._xi0, self._road_height, self._road_normal, body, self.tire_rows, self._mats, self._vecs,
+                             self._ch, self._jac, kern.GRAVITY, False, Q, self._no_tangent, self._no_tangent, self._tire_out.copy(), self._geo.copy())
+            out[:, k] = Q
+        return out
+
     def mass_matrix(self, q: np.ndarray) -> np.ndarray:
         """M(q) (14, 14), kg and kg m^2."""
         self._position(q)

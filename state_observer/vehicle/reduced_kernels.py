@@ -42,7 +42,10 @@ VECS = 17
 B_SPRUNG_M, B_SPRUNG_COM, B_SPRUNG_I, B_UNSPRUNG_M, B_SPIN_I = 0, 1, 4, 13, 17
 B_SPRING_K, B_SPRING_C, B_SPRING_L0, B_SPRING_F0 = 21, 25, 29, 33
 B_ARB, B_AERO_CP, B_AERO_COEF, B_R0, B_BRAKE_EPS, B_GRAVITY_Z, B_AERO_DOWN = 37, 39, 42, 43, 47, 51, 52
-BODY_SIZE = 53
+# gravity's east and north components (m/s^2): the road's slope under the car, on the model's level road (an observer's
+# estimate; 0 for the vehicle file)
+B_GRAVITY_X, B_GRAVITY_Y = 53, 54
+BODY_SIZE = 55
 # inputs
 IN_RACK, IN_DRIVE, IN_BRAKE, IN_MU, IN_TIRE_DT = 0, 1, 5, 9, 13
 INPUT_SIZE = 14
@@ -219,7 +222,7 @@ def force_stage(q, qd, inputs, xi0, road_height, road_normal, body, tire_rows, m
     eta_d = (qd[3], qd[4], qd[5])
     omega = mv3(RE, eta_d)
     alpha0 = mv3(R, mv3_sum(mats[M_DEB_DR], qd[3], mats[M_DEB_DP], qd[4], eta_d))
-    g = (0.0, 0.0, body[B_GRAVITY_Z] if terms & GRAVITY else 0.0)
+    g = (body[B_GRAVITY_X], body[B_GRAVITY_Y], body[B_GRAVITY_Z]) if terms & GRAVITY else (0.0, 0.0, 0.0)
     inertia_on = 1.0 if terms & INERTIA else 0.0
     # sprung body: gravity and velocity terms (3-vectors as tuples: no allocation)
     rg = vecs[V_RG]
