@@ -301,6 +301,11 @@ class ErrorEkfSettings:
     road_slope_sigma: float = 0.3  # m/s^2 (3 % of g)
     road_slope_across_sigma: float = 0.03  # m/s^2 at the start, across the heading
     road_slope_walk: float = 0.005  # m/s^2 per sqrt(m): 5 % of g over 1 km
+    # ... and learnt only above this speed (m/s; held below it, the estimate still acting on the model): at walking pace
+    # the tires' slip angles and forces are the steering geometry's, and the slope, a lateral accelerometer bias and the
+    # force errors took each other's parts (a car park at 2.5 m/s, eval seeds 0-2: a cross slope of 12 %, sideslip 0.04 ->
+    # 0.34 deg, lateral forces 6.6 -> 34 %; reversing at 4 m/s 0.03 -> 0.31 deg)
+    road_slope_min_speed_m_s: float = 5.0
     parameters: tuple = ()  # names of PARAMETER_NAMES (mass kg, the others dimensionless)
     parameter_sigma: dict = field(default_factory=lambda: {"mass": 150.0, "friction": 0.2, "cornering_front": 0.25, "cornering_rear": 0.25,
                                                             "longitudinal": 0.25})
@@ -1062,7 +1067,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         zero for the IMU biases, which act on measurements only."""
         Dr = np.zeros((N, self.P.shape[0] - 2 * N))
         Dr[:, : len(self.force_names)] = -self._directions
-        if self.slope_col >= 0:
+        if self.slope_column() >= 0:  # held (no response) where it is not learnt
             Dr[:, self.slope_col - 2 * N : self.slope_col - 2 * N + SLOPE_STATES] = -self.vehicle.slope_forces()
         if self.parameter_names:
             theta0 = self.vehicle.parameters
@@ -1106,7 +1111,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         bias_col = {"gyroscope": self.gyro_bias_col, "accelerometer": self.accel_bias_col}.get(name, -1)
         scale_col = self.gyro_scale_column() if name == "gyroscope" else -1
         tilt_col = self.imu_tilt_column() if bias_col >= 0 else -1
-        slope_col = self.slope_col if name == "accelerometer" else -1
+        slope_col = self.slope_column() if name == "accelerometer" else -1
         axes = np.arange(len(y)) if axes is None else np.asarray(axes)
         H = np.ascontiguousarray(H, dtype=float)
         if H.shape[1] == 2 * N:  # a model without accelerations in H (the detailed filter's mapped Jacobians)
@@ -1214,7 +1219,7 @@ class VehicleErrorEKF(SensorBookkeeping):
                                               gyro_c, accel_c, np.ascontiguousarray(gyro_var),
                                               np.ascontiguousarray(accel_var), self._A, self._B, self._Gp, self.gate(3), use_gyro, use_accel, nu_gyro, nu_accel,
                                               self.gyro_bias_col, self.accel_bias_col, self.gyro_scale_column(), self.imu_tilt_column(), self.gravity_enu(),
-                                              self.slope_col)
+                                              self.slope_column())
             applied = (use_gyro and record_update(gyro_stats, nu_gyro, nis_gyro)), (use_accel and record_update(accel_stats, nu_accel, nis_accel))
             for name, used, code in (("gyroscope", use_gyro, nis_gyro), ("accelerometer", use_accel, nis_accel)):
                 if used and (code >= 0.0 or code < -1.5):  # applied, or gated with its NIS (an unused block returns 0)
@@ -1259,6 +1264,14 @@ class VehicleErrorEKF(SensorBookkeeping):
         and rolling with a model slip below ``wheel_scale_max_slip``."""
         s, v = self.settings, self.vehicle
         return (np.abs(v.solver.qd[10:14]) >= s.wheel_scale_min_rate_rad_s) & (np.abs(v.tire_output_array[SLIP_ROW]) <= s.wheel_scale_max_slip)
+
+    def slope_column(self) -> int:
+        """The road slope's first column, or -1 below ``road_slope_min_speed_m_s`` (model speed): the slope is then held,
+        without a response in the model's linearisation nor in the accelerometer's columns."""
+        if self.slope_col < 0:
+            return -1
+        qd = self.vehicle.solver.qd
+        return self.slope_col if math.hypot(qd[0], qd[1]) >= self.settings.road_slope_min_speed_m_s else -1
 
     def imu_tilt_column(self) -> int:
         """The IMU tilt's first column for this IMU sample, or -1 while its gyroscope gives no x and y axes (the tilt
