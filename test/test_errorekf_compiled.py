@@ -948,3 +948,22 @@ def test_a_parameter_window_takes_each_step_as_the_equations_say():
     before = sums.copy()
     assert spi.accumulate_step(sums, *args, 40.0, forces, innovation)  # slower than 40 m/s: stopped, nothing added
     np.testing.assert_array_equal(sums, before)
+
+
+def test_the_road_slope_is_held_at_walking_pace():
+    """The road slope's states respond (gravity's generalised force in Dr, the accelerometer's own columns) only above
+    road_slope_min_speed_m_s; below it they are held: zero response, the estimate still acting on the model."""
+    for speed, learnt in ((15.0, True), (3.0, False)):
+        f = new_filter(speed_m_s=speed)
+        assert f.predict()
+        f.correct()
+        assert (f.slope_column() >= 0) == learnt
+        cols = slice(f.slope_col - 2 * N, f.slope_col - 2 * N + 2)
+        Dr = f.residual_sensitivity()
+        if learnt:
+            np.testing.assert_allclose(Dr[:, cols], -f.vehicle.slope_forces(), rtol=1e-12)
+            assert Dr[0, cols.start] == pytest.approx(-f.vehicle.total_mass_kg)
+        else:
+            assert not Dr[:, cols].any()
+        f._set_road_slope(np.array([0.1, -0.05]))
+        np.testing.assert_array_equal(f.vehicle.road_slope, [0.1, -0.05])  # held, the model drives on it

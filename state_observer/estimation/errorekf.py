@@ -306,6 +306,10 @@ class ErrorEkfSettings:
     # force errors took each other's parts (a car park at 2.5 m/s, eval seeds 0-2: a cross slope of 12 %, sideslip 0.04 ->
     # 0.34 deg, lateral forces 6.6 -> 34 %; reversing at 4 m/s 0.03 -> 0.31 deg)
     road_slope_min_speed_m_s: float = 5.0
+    # ... and, without measured wheel torques, only while the car turns at least this fast (rad/s): then the drive force is
+    # a state too, and along the heading the speed and the accelerometer tell only the accelerometer's bias less the
+    # grade; the slope (east-north) and a bias (the car's axes) part only as the heading turns
+    road_slope_unknown_torque_rate_rad_s: float = 0.1
     parameters: tuple = ()  # names of PARAMETER_NAMES (mass kg, the others dimensionless)
     parameter_sigma: dict = field(default_factory=lambda: {"mass": 150.0, "friction": 0.2, "cornering_front": 0.25, "cornering_rear": 0.25,
                                                             "longitudinal": 0.25})
@@ -1270,8 +1274,9 @@ class VehicleErrorEKF(SensorBookkeeping):
         without a response in the model's linearisation nor in the accelerometer's columns."""
         if self.slope_col < 0:
             return -1
-        qd = self.vehicle.solver.qd
-        return self.slope_col if math.hypot(qd[0], qd[1]) >= self.settings.road_slope_min_speed_m_s else -1
+        s, qd = self.settings, self.vehicle.solver.qd
+        turning = self.torques_known or abs(qd[5]) >= s.road_slope_unknown_torque_rate_rad_s
+        return self.slope_col if math.hypot(qd[0], qd[1]) >= s.road_slope_min_speed_m_s and turning else -1
 
     def imu_tilt_column(self) -> int:
         """The IMU tilt's first column for this IMU sample, or -1 while its gyroscope gives no x and y axes (the tilt
