@@ -11,7 +11,7 @@ from state_observer.estimation.kalman import SensorStatistics, sequential_update
 from state_observer.sensors import models
 
 
-EXTRAS = dict(imu_biases=True, parameters=("mass", "cornering_front", "cornering_rear", "longitudinal"))
+EXTRAS = dict(imu_biases=True, parameters=("mass", "cornering_front", "cornering_rear", "longitudinal"), road_slope=True)
 
 
 def new_filter(settings: ErrorEkfSettings | None = None, **start) -> VehicleErrorEKF:
@@ -99,7 +99,7 @@ def test_sensor_blocks_match_the_numpy_update(filt):
     blocks = [(*models.gyroscope(q, qd, m.imu_rotation), f.gyro_bias_col, f.gyro_scale_col, f.imu_tilt_col, -1),
               (*models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation), f.accel_bias_col, -1, f.imu_tilt_col, f.slope_col),
               (*models.gnss_velocity(q, qd, m.gnss_position_m), -1, -1, -1, -1)]
-    assert f.slope_col >= 0
+    assert (f.slope_col >= 0) == f.settings.road_slope
     for h, H, bias_col, scale_col, tilt_col, slope_col in blocks:
         y = h + rng.standard_normal(3) * 0.05
         R = np.eye(3) * 0.01
@@ -133,7 +133,8 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
     f.imu_tilt[:] = (0.004, -0.006)  # rad: the estimated tilt turns the readings back, R(d) y = y + d x y
     f.wheel_scale[:] = (0.01, -0.005)  # the rates are read as (1 + k) times the spins: divided by it
     slope = f.road_slope.copy()
-    f._set_road_slope(np.array([0.2, -0.1]))  # m/s^2 of gravity east and north: the accelerometer's prediction reads it
+    if f.slope_col >= 0:
+        f._set_road_slope(np.array([0.2, -0.1]))  # m/s^2 of gravity east and north: the accelerometer's prediction reads it
     d = np.array([0.004, -0.006, 0.0])
     corrected_gyro = gyro - f.imu_bias[:3]  # the estimated biases, tilt and z scale factor removed
     corrected_gyro += np.cross(d, corrected_gyro)
@@ -150,7 +151,7 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
             ("wheel_rates", corrected_rates, R_wheels, -1, -1, -1, f.wheel_scale_col, -1)):
         h, H = f.measurement_model(name)
         if name == "accelerometer":  # the model's reading on the sloping road: R^T (a - g) with g tilted
-            g = np.array([0.2, -0.1, -9.81])
+            g = np.array([0.2, -0.1, -9.81]) if f.slope_col >= 0 else np.array([0.0, 0.0, -9.81])
             np.testing.assert_allclose(h, models.accelerometer(q, qd, qdd, m.imu_position_m, m.imu_rotation, g)[0], rtol=1e-12)
         accepted, _ = reference_block(f, x0, P0, y, h, H, R, col, scale, tilt_col, wheel_col, slope_col)
         expected.append(accepted)
@@ -903,7 +904,7 @@ def test_a_parameter_window_takes_each_step_as_the_equations_say():
     from state_observer.vehicle.reduced import ReducedVehicle
 
     desc = load_vehicle(default_vehicle_path())
-    f = spi.VehicleSPI(ReducedVehicle(desc), mounts_from_vehicle(desc), ErrorEkfSettings(), spi.SpiSettings())
+    f = spi.VehicleSPI(ReducedVehicle(desc), mounts_from_vehicle(desc), ErrorEkfSettings(road_slope=True), spi.SpiSettings())
     f.start(speed_m_s=15.0)
     f.torques_known = True  # the model keeps the torques it is given
     v = f.vehicle
@@ -954,7 +955,7 @@ def test_the_road_slope_is_held_at_walking_pace():
     """The road slope's states respond (gravity's generalised force in Dr, the accelerometer's own columns) only above
     road_slope_min_speed_m_s; below it they are held: zero response, the estimate still acting on the model."""
     for speed, learnt in ((15.0, True), (3.0, False)):
-        f = new_filter(speed_m_s=speed)
+        f = new_filter(ErrorEkfSettings(road_slope=True), speed_m_s=speed)
         assert f.predict()
         f.correct()
         assert (f.slope_column() >= 0) == learnt

@@ -124,7 +124,7 @@ def test_detailed_observer_diagnostics_and_imu_counts(scenario):
 def test_diagnostics_say_what_the_filter_learnt_of_the_imu(scenario):
     """The observer's status carries the IMU's estimated biases, z scale factor and tilt and the wheels' rolling-radius
     scales (a mounting, a part or a tire the user should check) and the road's grade and cross slope under the car, as
-    numbers a reader can parse."""
+    numbers a reader can parse (the road's with model.road_slope)."""
     from state_observer.io.pipeline import health
 
     desc, config, truths, samples = scenario
@@ -139,8 +139,13 @@ def test_diagnostics_say_what_the_filter_learnt_of_the_imu(scenario):
     assert float(values["gyroscope z scale factor %"]) == pytest.approx(100 * obs.filter.gyro_scale, abs=0.005)
     wheels = [float(v) for v in values["wheel rolling radius scale % (front rear)"].split()]
     np.testing.assert_allclose(wheels, 100 * obs.filter.wheel_scale, atol=0.005)  # (how they are learnt: test_errorekf_compiled)
-    road = [float(v) for v in values["road grade % (uphill +), cross slope % (falling to the left +)"].split()]
-    np.testing.assert_allclose(road, 100 * np.array(obs.filter.road_grade()), atol=0.005)  # (how it is learnt: test_errorekf_vehicle)
+    key = "road grade % (uphill +), cross slope % (falling to the left +)"
+    assert key not in values  # the road slope is off by default (model.road_slope)
+    obs = _observer(desc, config, observer="spi_reduced", road_slope=True)
+    for s in samples[: len(samples) // 2]:
+        obs.feed(s)
+    road = [float(v) for v in {name: values for name, _, _, values in health(obs)}["state_observer: observer"][key].split()]
+    np.testing.assert_allclose(road, 100 * np.array(obs.filter.road_grade()), atol=0.005)  # (how it is learnt: test_harness)
 
 
 def test_inputs_beyond_the_vehicle_limits_are_dropped_and_estimation_goes_on(scenario):

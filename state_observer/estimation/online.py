@@ -38,7 +38,7 @@ from ..conventions import GRAVITY_M_S2, yaw_rad
 from ..errors import ConfigError
 from ..sensors.geodesy import LocalENU
 from ..sensors.samples import STREAM_OF, GnssFix, GnssVelocity, ImuSample, SteeringSample, WheelSample
-from .errorekf import DetailedErrorEKF, VehicleErrorEKF, detailed_settings
+from .errorekf import DetailedErrorEKF, ErrorEkfSettings, VehicleErrorEKF, detailed_settings
 from .intake import STREAMS, InputLimits, SampleScreen, StampGaps, StreamCounter
 from .outputs import ObserverEstimate, Odometry, make_estimate, make_odometry
 from .smoother import FixRecord
@@ -67,6 +67,7 @@ class OnlineSettings:
     initial_mass_kg: float = 0.0  # model mass; 0: the vehicle file's
     initial_friction: float = 0.0  # model friction coefficient before it is estimated; 0: the vehicle file's
     parameters_after_s: float = 10.0  # spi_reduced: parameter estimation starts this long after the start
+    road_slope: bool = False  # the errorEKF-FE learns the road's slope under the car (ErrorEkfSettings.road_slope)
     steering_offset_rad: float = 0.0  # the steering-wheel angle the sensor reads with the wheels straight ahead (subtracted)
     use_message_covariance: bool = True  # False: always the sigmas below
     gnss_horizontal_sigma_m: float = 1.8  # used when a fix has no usable covariance
@@ -190,11 +191,12 @@ class ModelInputs:
 
 
 def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initial_friction: float = 0.0, linear_solver=None,
-                parameters_after_s: float = 10.0, dt_s: float = 0.004):
+                parameters_after_s: float = 10.0, dt_s: float = 0.004, road_slope: bool = False):
     """The filter of configuration ``observer`` (see OBSERVERS) on its own model of vehicle ``desc``;
     ``linear_solver``: the model's Newton solve backend (:func:`state_observer.accel.make_backend`; None: LAPACK);
     ``parameters_after_s``: when SPI starts (a start from noisy GNSS fixes settles in 10-20 s; on the demo
-    drive, 10 s moved the mass 30 % the wrong way first and ended 7.6 % off after 40 s, 20 s ended 1.3 % off)."""
+    drive, 10 s moved the mass 30 % the wrong way first and ended 7.6 % off after 40 s, 20 s ended 1.3 % off);
+    ``road_slope``: the 14-DOF filters learn the road's slope (:class:`.errorekf.ErrorEkfSettings`)."""
     if observer == "errorekf_detailed":
         from ..vehicle.detailed import DetailedVehicle
 
@@ -216,8 +218,8 @@ def make_filter(desc, mounts, observer: str, initial_mass_kg: float = 0.0, initi
     if observer == "spi_reduced":
         from .spi import SpiSettings, VehicleSPI
 
-        return VehicleSPI(vehicle, mounts, spi=SpiSettings(start_after_s=parameters_after_s))
-    return VehicleErrorEKF(vehicle, mounts)
+        return VehicleSPI(vehicle, mounts, ErrorEkfSettings(road_slope=road_slope), spi=SpiSettings(start_after_s=parameters_after_s))
+    return VehicleErrorEKF(vehicle, mounts, ErrorEkfSettings(road_slope=road_slope))
 
 
 class _Pending(NamedTuple):
@@ -262,7 +264,8 @@ class OnlineObserver:
     def __init__(self, desc, mounts, settings: OnlineSettings | None = None, *, filt=None, linear_solver=None):
         self.settings = s = settings or OnlineSettings()
         self.mounts = mounts
-        self.filter = filt if filt is not None else make_filter(desc, mounts, s.observer, s.initial_mass_kg, s.initial_friction, linear_solver, s.parameters_after_s, s.dt_s)
+        self.filter = filt if filt is not None else make_filter(desc, mounts, s.observer, s.initial_mass_kg, s.initial_friction, linear_solver, s.parameters_after_s, s.dt_s,
+                                                                  s.road_slope)
         self.vehicle = self.filter.vehicle
         self.dt_ns = round(self.vehicle.dt_s * _NS)
         self._window_ns = round(self.settings.reorder_window_s * _NS)

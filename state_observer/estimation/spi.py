@@ -187,7 +187,8 @@ class VehicleSPI(VehicleErrorEKF):
         low, high = sp.cornering_utilisation
         w.stopped |= accumulate_step(w.sums, v.tire_output_array, v.contact_array, v.force_correction, solver.q, solver.qd, solver.qdd, x_front, x_rear,
                                     self.torques_known, v.drive_torque_n_m, v.brake_torque_n_m, v.body, v.tire_rows[:, 5], v.tire_scales,
-                                    self._x_cg_m, float(self.mu), low, high, sp.min_speed_m_s, self._forces, float(self._accel_innovation[0]))
+                                    self._x_cg_m, float(self.mu), low, high, sp.min_speed_m_s, self._forces,
+                                    float(self._accel_innovation[0]) if self.slope_col >= 0 else 0.0)
 
     def update_parameters(self) -> None:
         """One update of every estimator from the window's averages (module docstring)."""

@@ -58,6 +58,8 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("model.initial_friction", 0.0, "tire-road friction coefficient at the start (-); 0: the vehicle file's", 0.0, 1.5),
     Parameter("model.steering_offset_rad", 0.0, "the steering-wheel angle the steering sensor reads with the wheels straight ahead "
               "(rad; subtracted from every sample; `state-observer check` measures it on a bag with GNSS velocity)", -0.5, 0.5),
+    Parameter("model.road_slope", False, "errorEKF-FE: learn the road's slope under the car (grade and cross slope; the model drives a level "
+              "road): for hilly roads and tracks; on level roads with a biased accelerometer it costs a little (docs/accuracy.md)"),
     Parameter("model.parameters_after_s", 10.0, "spi_reduced: parameter estimation (mass, friction, cornering stiffness) starts this long after the observer (s)", 0.0, 3600.0),
     Parameter("noise.use_message_covariance", True, "use the covariances in the messages where they are given (else always the sigmas below)"),
     Parameter("noise.gnss_horizontal_sigma_m", 1.8, "GNSS position 1-sigma east/north when a fix has no covariance (m)", 1e-3, 100.0),
@@ -230,7 +232,7 @@ def config_from(values: dict) -> ObserverConfig:
             start_min_speed_m_s=v["start.min_speed_m_s"], start_min_distance_m=v["start.min_distance_m"],
             start_speed_from_wheels=v["start.speed_from_wheels"],
             initial_mass_kg=v["model.initial_mass_kg"], initial_friction=v["model.initial_friction"],
-            parameters_after_s=v["model.parameters_after_s"], steering_offset_rad=v["model.steering_offset_rad"],
+            parameters_after_s=v["model.parameters_after_s"], steering_offset_rad=v["model.steering_offset_rad"], road_slope=v["model.road_slope"],
             use_message_covariance=v["noise.use_message_covariance"], gnss_horizontal_sigma_m=v["noise.gnss_horizontal_sigma_m"],
             gnss_vertical_sigma_m=v["noise.gnss_vertical_sigma_m"], gnss_velocity_sigma_m_s=v["noise.gnss_velocity_sigma_m_s"],
             gyro_sigma_rad_s=v["noise.gyro_sigma_rad_s"], accel_sigma_m_s2=v["noise.accel_sigma_m_s2"],
