@@ -211,6 +211,24 @@ def test_joint_names_are_parameters_of_the_generated_yaml():
         params.config_from({**params.defaults(), "joints.wheel_rr": "wheel_fl_joint"})
 
 
+def test_the_road_slope_parameter_reaches_the_filter():
+    """model.road_slope (off by default) gives the 14-DOF filter its road-slope states; a non-boolean is refused by name."""
+    from state_observer.estimation.online import make_filter
+    from state_observer.io import params
+    from state_observer.paths import default_vehicle_path
+    from state_observer.sensors.mounts import mounts_from_vehicle
+    from state_observer.vehicle.description import load_vehicle
+
+    desc = load_vehicle(default_vehicle_path())
+    for value in (False, True):
+        s = params.config_from({**params.defaults(), "model.road_slope": value}).settings
+        assert s.road_slope is value
+        f = make_filter(desc, mounts_from_vehicle(desc), "spi_reduced", road_slope=s.road_slope)
+        assert (f.slope_col >= 0) is value and f.settings.road_slope is value
+    with pytest.raises(ValueError, match="model.road_slope"):
+        params.config_from({**params.defaults(), "model.road_slope": "yes"})
+
+
 def test_drop_watch_reports_a_stream_once_per_window_share():
     from state_observer.io.pipeline import DropWatch
 
