@@ -225,8 +225,8 @@ def test_the_road_slope_parameter_reaches_the_filter():
         assert s.road_slope is value
         f = make_filter(desc, mounts_from_vehicle(desc), "spi_reduced", road_slope=s.road_slope)
         assert (f.slope_col >= 0) is value and f.settings.road_slope is value
-    with pytest.raises(ValueError, match="model.road_slope"):
-        params.config_from({**params.defaults(), "model.road_slope": "yes"})
+    with pytest.raises(ValueError, match="model.road_slope: must be true or false"):
+        params.load_config(**{"model.road_slope": "yes"})
 
 
 def test_drop_watch_reports_a_stream_once_per_window_share():
