@@ -231,6 +231,7 @@ def test_road_slope_forces_are_gravity_on_every_body(desc, reduced):
     north), the unsprung masses at their wheel centres."""
     from state_observer.vehicle import reduced_kernels as kern
 
+    reduced.set_inputs(0.0, np.zeros(4), np.zeros(4))  # straight ahead, whatever the module's earlier tests left
     reduced.start(10.0)
     for _ in range(50):
         assert reduced.step().success
