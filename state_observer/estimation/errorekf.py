@@ -378,6 +378,12 @@ def tilt_jacobian(h):
     return out
 
 
+def heading_covariance(c: float, s: float, along: float, across: float) -> np.ndarray:
+    """R diag(along, across) R^T (2, 2) in east-north, R the heading's rotation (c = cos, s = sin of the yaw): a
+    covariance given along and across the heading."""
+    return np.array([[c * c * along + s * s * across, c * s * (along - across)], [c * s * (along - across), s * s * along + c * c * across]])
+
+
 @njit(cache=True)
 def slope_columns(H, Hx, slope_col):
     """An accelerometer's columns of the road slope (gravity's east and north components g_e, g_n) onto ``Hx`` from
@@ -818,11 +824,9 @@ class VehicleErrorEKF(SensorBookkeeping):
             self._initial_parameters = self.vehicle.parameters.copy()
         self.P[:] = np.diag(np.square(self.initial_sigma()))
         if self.slope_col >= 0:  # the slope across the heading: road_slope_across_sigma
-            c, sn = math.cos(yaw_rad), math.sin(yaw_rad)
-            along, across = self.settings.road_slope_sigma**2, self.settings.road_slope_across_sigma**2
             k = slice(self.slope_col, self.slope_col + SLOPE_STATES)
-            self.P[k, k] = np.array([[c * c * along + sn * sn * across, c * sn * (along - across)],
-                                     [c * sn * (along - across), sn * sn * along + c * c * across]])
+            self.P[k, k] = heading_covariance(math.cos(yaw_rad), math.sin(yaw_rad), self.settings.road_slope_sigma**2,
+                                              self.settings.road_slope_across_sigma**2)
         self.x[:] = 0.0
         self.imu_bias[:] = 0.0
         self.gyro_scale = 0.0
@@ -980,9 +984,9 @@ class VehicleErrorEKF(SensorBookkeeping):
         if self.slope_col >= 0:  # a walk per metre driven, along the heading only (road_slope_walk)
             k = slice(self.slope_col, self.slope_col + SLOPE_STATES)
             walk = st.road_slope_walk**2 * math.hypot(solver.qd[0], solver.qd[1]) * self.dt
-            self.plant[k, k] = walk * np.array([[c * c, c * s], [c * s, s * s]])
+            self.plant[k, k] = heading_covariance(c, s, walk, 0.0)
         # written every time (not only where q_long != q_lat): a block written at a low speed must not stay at speed
-        sigma = np.array([[c * c * q_long + s * s * q_lat, c * s * (q_long - q_lat)], [c * s * (q_long - q_lat), s * s * q_long + c * c * q_lat]])
+        sigma = heading_covariance(c, s, q_long, q_lat)
         for i in range(2):
             for j in range(2):
                 self.plant[i * N : i * N + 2, j * N : j * N + 2] = block[i, j] * sigma
