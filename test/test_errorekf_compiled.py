@@ -892,7 +892,7 @@ def test_a_friction_change_leaves_the_force_on_the_chassis_as_it_was():
 
 def test_a_parameter_window_takes_each_step_as_the_equations_say():
     """spi's compiled step accumulation (accumulate_step) against the same sums written out in numpy: the torque balance
-    along the heading (F_x,i = (T_i - I_i omega_dot_i) / r_i, the lateral forces' share, drag), the centre of mass's
+    along the heading (F_x,i = (T_i - I_i omega_dot_i) / r_i, r_i the loaded radius the learnt wheel scale gives, the lateral forces' share, drag), the centre of mass's
     acceleration as the accelerometer reads it (less gravity's part along the heading on the estimated road slope, plus the
     accelerometer's mean innovation) and turning part, the published forces, the axles' stiffness per load and slip angles,
     and the cornering estimator's linear-range sums; a car slower than min_speed counts as stopped and adds nothing."""
@@ -918,18 +918,19 @@ def test_a_parameter_window_takes_each_step_as_the_equations_say():
     v.force_correction[5] = -120.0
     slope, innovation = np.array([0.15, -0.2]), 0.07  # m/s^2: gravity east and north, the accelerometer's mean innovation
     f._set_road_slope(slope)
+    wheel_scale = np.array([-0.012, 0.007])  # learnt: the front tires roll on a radius 1.2 % over the file's, the rear 0.7 % under
     q, qd, qdd = v.solver.q, v.solver.qd, v.solver.qdd
     x_cg = f._x_cg_m
     sums, forces = np.zeros(spi.W_SIZE), np.empty((4, 3))
     mu, low, high = 0.9, 0.02, 0.9
     args = (v.tire_output_array, v.contact_array, v.force_correction, q, qd, qdd, *f._axle_x_m, True, v.drive_torque_n_m, v.brake_torque_n_m,
             v.body, v.tire_rows[:, 5], v.tire_scales, x_cg, mu, low, high)
-    assert not spi.accumulate_step(sums, *args, 3.0, forces, innovation)
+    assert not spi.accumulate_step(sums, *args, 3.0, forces, innovation, wheel_scale)
     published = f.tire_forces()
     np.testing.assert_allclose(forces, published, rtol=1e-12)
     contact, model = v.contact, v.last
     torque = v.drive_torque_n_m - v.brake_torque_n_m * np.tanh(qd[10:14] / np.maximum(v.body[kern.B_BRAKE_EPS : kern.B_BRAKE_EPS + 4], 1e-6))
-    fx_torque = (torque - v.body[kern.B_SPIN_I : kern.B_SPIN_I + 4] * qdd[10:14]) / contact.r_s
+    fx_torque = (torque - v.body[kern.B_SPIN_I : kern.B_SPIN_I + 4] * qdd[10:14]) / (contact.r_s / (1.0 + np.repeat(wheel_scale, 2)))
     lateral = published[:, 1] @ (c * contact.ey[:, 0] + s * contact.ey[:, 1])
     along = fx_torque @ (c * contact.ex[:, 0] + s * contact.ex[:, 1]) + lateral - v.body[kern.B_AERO_COEF] * (c * qd[0] + s * qd[1]) ** 2
     r = qd[5]
@@ -947,7 +948,7 @@ def test_a_parameter_window_takes_each_step_as_the_equations_say():
     np.testing.assert_array_equal(sums[spi.W_CORNER_N : spi.W_CORNER_N + 2], [1.0, 1.0])
     np.testing.assert_allclose(sums[spi.W_CORNER_U : spi.W_CORNER_U + 2], alpha * fy_axle / (model_fy / v.tire_scales[:2]), rtol=1e-12)
     before = sums.copy()
-    assert spi.accumulate_step(sums, *args, 40.0, forces, innovation)  # slower than 40 m/s: stopped, nothing added
+    assert spi.accumulate_step(sums, *args, 40.0, forces, innovation, wheel_scale)  # slower than 40 m/s: stopped, nothing added
     np.testing.assert_array_equal(sums, before)
 
 

@@ -4,7 +4,8 @@ observed here departs from the seeds, see below).
 
 * Mass, from the wheel-torque balance along the heading (a recursive least squares of the kind of Vahidi, Stefanopoulou
   and Peng 2005): per window of model steps the tires' longitudinal force from the measured wheel torques,
-  F_x,i = (T_i - I_i omega_dot_i) / r_i (r_i the loaded radius), with the lateral forces' share along the heading and the aerodynamic drag,
+  F_x,i = (T_i - I_i omega_dot_i) / r_i (r_i the loaded radius, divided by 1 + k of the axle's wheel-rate scale the
+  errorEKF-FE learnt from GNSS), with the lateral forces' share along the heading and the aerodynamic drag,
   y = sum_i (F_i . e_x) - F_drag, equals m a_x,cg + F_res, a_x,cg the centre of mass's acceleration along the heading and
   F_res an unknown resistance (grade, rolling resistance), a random walk.  A Kalman filter over (m, F_res) takes it.
   The tire model's stiffness does not enter (the seeds' force-balance residual on x and y made the mass absorb every
@@ -188,7 +189,7 @@ class VehicleSPI(VehicleErrorEKF):
         w.stopped |= accumulate_step(w.sums, v.tire_output_array, v.contact_array, v.force_correction, solver.q, solver.qd, solver.qdd, x_front, x_rear,
                                     self.torques_known, v.drive_torque_n_m, v.brake_torque_n_m, v.body, v.tire_rows[:, 5], v.tire_scales,
                                     self._x_cg_m, float(self.mu), low, high, sp.min_speed_m_s, self._forces,
-                                    float(self._accel_innovation[0]) if self.slope_col >= 0 else 0.0)
+                                    float(self._accel_innovation[0]) if self.slope_col >= 0 else 0.0, self.wheel_scale)
 
     def update_parameters(self) -> None:
         """One update of every estimator from the window's averages (module docstring)."""
@@ -450,13 +451,14 @@ def _sum4(a) -> float:
 
 @njit(cache=True)
 def accumulate_step(sums, tire_out, geo, fc, q, qd, qdd, x_front, x_rear, torques_known, drive, brake, body, k, tire_scales, x_cg, mu,
-                    low, high, min_speed, forces, accel_innovation):
+                    low, high, min_speed, forces, accel_innovation, wheel_scale):
     """One model step into a window's ``sums`` (layout W_*; :meth:`VehicleSPI._accumulate`): returns True where the car
     is slower than ``min_speed`` (m/s; the window then counts as stopped).  ``forces`` (4, 3) takes the published tire
     forces (:func:`.errorekf.published_tire_forces`).
 
-    Mass: the torque balance along the heading, F_x,i = (T_i - I_i omega_dot_i) / r_i (r_i the loaded radius), with the
-    lateral forces' share along the heading and the drag; along the heading the centre of mass accelerates by the speed
+    Mass: the torque balance along the heading, F_x,i = (1 + k_a) (T_i - I_i omega_dot_i) / r_i (r_i the loaded radius,
+    k_a the axle's learnt wheel-rate scale ``wheel_scale`` (2,): a tire that rolls on a radius r_i / (1 + k_a) pushes
+    that much less for a torque), with the lateral forces' share along the heading and the drag; along the heading the centre of mass accelerates by the speed
     change plus a turning part -v_y r - r^2 x_cg, which only the sideslip sets.  Friction: the published forces, the axles'
     stiffness per load and slip angles.  Cornering stiffness: per axle in the linear range (utilisation low-high of the
     friction ``mu``) the published lateral force, the model's at a scale of 1 and the mean slip angle."""
@@ -473,8 +475,9 @@ def accumulate_step(sums, tire_out, geo, fc, q, qd, qdd, x_front, x_rear, torque
         for i in range(4):
             spin = qd[10 + i]
             torque = drive[i] - brake[i] * math.tanh(spin / max(body[kern.B_BRAKE_EPS + i], 1e-6))
-            # the contact force's arm is the loaded radius
-            fx_torque[i] = (torque - body[kern.B_SPIN_I + i] * qdd[10 + i]) / max(geo[i, 13], 0.05)
+            # the contact force's arm is the loaded radius, the tire's own: the file's over (1 + k) where the wheel rates
+            # showed the tire rolls on another (on the harness, a front radius 1 % over the file's put the mass 1 % high)
+            fx_torque[i] = (1.0 + wheel_scale[i // 2]) * (torque - body[kern.B_SPIN_I + i] * qdd[10 + i]) / max(geo[i, 13], 0.05)
             lateral += forces[i, 1] * (c * geo[i, 3] + s * geo[i, 4])  # the tires' lateral axes along the heading
             along += fx_torque[i] * (c * geo[i, 0] + s * geo[i, 1])
         along += lateral
