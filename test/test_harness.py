@@ -45,6 +45,21 @@ def test_the_tilted_circle_truth_drives_up_its_plane(monkeypatch):
         truths[0].tire_force_n[i][2] for i in range(4))  # on its tires, not falling onto them
 
 
+def test_the_hill_drive_truth_follows_its_hills(monkeypatch):
+    """The hill_drive's truth drives RollingRoad hills along east (the observer's road stays flat): every record's height
+    is the road's under it plus the static ride height, and it starts level on its tires."""
+    from state_observer.vehicle.road import RollingRoad
+
+    long = h.MANOEUVRES["hill_drive"]
+    monkeypatch.setitem(h.MANOEUVRES, "hill_drive", lambda: dataclasses.replace(long(), duration_s=8.0))
+    _, _, _, truths, _ = h.simulate("hill_drive", 0)
+    p = np.array([x.position_enu_m for x in truths])
+    assert p[-1, 0] - p[0, 0] > 100.0  # 8 s at 15 m/s
+    road = RollingRoad(h.HILL_AMPLITUDE_M, h.HILL_WAVELENGTH_M).contact(p[:, :2]).height_m
+    assert road.max() > 1.0  # climbed a metre of hill
+    np.testing.assert_allclose(p[:, 2] - road, p[0, 2] - road[0], atol=0.05)  # rides on it (suspension travel only)
+
+
 def test_truth_description_and_sensors_apply_the_mismatch():
     from state_observer.paths import default_sensors_path, default_vehicle_path
     from state_observer.sim.sensors import load_sensor_config

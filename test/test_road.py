@@ -15,6 +15,7 @@ from state_observer.vehicle.road import (
     RoadContact,
     RoadError,
     RoadWarning,
+    RollingRoad,
 )
 
 CONFIG = Path(__file__).resolve().parents[1] / "config" / "roads"
@@ -90,6 +91,27 @@ def test_flat_road_with_grade():
     np.testing.assert_allclose(road.heightfield(x, y), 1.5 + 0.04 * x - 0.02 * y)
     c.normal[0] = 0.0                                             # results are fresh arrays
     assert road.contact(xy).normal[0, 2] > 0
+
+
+def test_rolling_road_heights_slopes_and_normals():
+    """Hills of 3 m every 300 m: level at the origin, the crest at half a wavelength, the steepest grade 2 pi A / L midway;
+    the gradient against central differences of the height, the normal the unit (-dz/dx, -dz/dy, 1)."""
+    road = RollingRoad(3.0, 300.0)
+    c = road.contact(np.array([[0.0, 5.0], [150.0, -2.0], [75.0, 0.0], [225.0, 1.0]]))
+    np.testing.assert_allclose(c.height_m, [0.0, 6.0, 3.0, 3.0], atol=1e-12)
+    np.testing.assert_allclose(c.gradient[:, 0], [0.0, 0.0, 2 * np.pi * 3.0 / 300.0, -2 * np.pi * 3.0 / 300.0], atol=1e-12)
+    xy = np.random.default_rng(2).uniform(-400, 400, (30, 2))
+    c = road.contact(xy)
+    h = 1e-4
+    for axis in range(2):
+        step = np.zeros(2)
+        step[axis] = h
+        numeric = (road.contact(xy + step).height_m - road.contact(xy - step).height_m) / (2 * h)
+        np.testing.assert_allclose(c.gradient[:, axis], numeric, atol=1e-8)
+    np.testing.assert_allclose(c.normal, unit_normal(c.gradient), atol=1e-15)
+    assert isinstance(road, Road)
+    with pytest.raises(RoadError, match="wavelength_m"):
+        RollingRoad(3.0, 0.0)
 
 
 def test_flat_road_rejects_bad_input():

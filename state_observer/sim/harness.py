@@ -112,18 +112,26 @@ MANOEUVRES: dict[str, Callable[[], Manoeuvre]] = {
     "tilted_circle": lambda: _circle("tilted_circle", 50.0, lambda t: 15.0, 15.0, 40.0,
                                      description="a circle of 50 m at 15 m/s on a plane rising 3 % towards the east (+-3 % of grade and "
                                                  "of crossfall in the circle; the observer's road is flat)"),
+    # the truth over hills (truth_road: HILL_AMPLITUDE_M every HILL_WAVELENGTH_M, 6.3 % at the steepest) while it speeds up
+    # and brakes as in speed_changes: wheel torques that climb and descend, an accelerometer that reads g sin of the grade
+    "hill_drive": lambda: dataclasses.replace(_speed_changes(), name="hill_drive",
+                                              description="the speed changes over hills of 6 m from dip to crest every 300 m (grades up to 6.3 %; "
+                                                          "the observer's road is flat)"),
     "standstill": lambda: Manoeuvre("standstill", 140.0, 15.0, speed=lambda t: 15.0 if t < 10.0 else max(0.0, 15.0 - 3.0 * (t - 10.0)),
                                     path=RoadPath.straight(400.0), description="10 s at 15 m/s, braking at 3 m/s^2 to a stop, 125 s standing"),
 }
 RACE_CAR = "config/vehicles/race_car.yaml"  # `vehicle new` from a 982 kg race car's numbers, with downforce
 VEHICLE_FILES = {"race_circle": RACE_CAR, "race_lap": RACE_CAR}  # the rest: the default car
 TILTED_GRADE = 0.03  # the tilted_circle's plane: dz/dx
+HILL_AMPLITUDE_M, HILL_WAVELENGTH_M = 3.0, 300.0  # the hill_drive's road: z = A (1 - cos(2 pi x / L))
 
 
 def truth_road(manoeuvre: str):
     """The road the truth of a manoeuvre drives (the observer's model always drives a flat one)."""
-    from ..vehicle.road import FlatRoad
+    from ..vehicle.road import FlatRoad, RollingRoad
 
+    if manoeuvre == "hill_drive":
+        return RollingRoad(HILL_AMPLITUDE_M, HILL_WAVELENGTH_M)
     return FlatRoad(grade_x=TILTED_GRADE) if manoeuvre == "tilted_circle" else FlatRoad()
 
 

@@ -12,7 +12,7 @@ returns a :class:`RoadContact` with, for each point,
 * ``normal``    (N, 3)  unit upward normal  n = (-dz/dx, -dz/dy, 1) / sqrt(1 + |grad z|^2)
 * ``gradient``  (N, 2)  (dz/dx, dz/dy), dimensionless, for Jacobians
 
-:class:`FlatRoad` is z = h + g_x x + g_y y. :class:`MeshRoad` is a triangulated surface
+:class:`FlatRoad` is z = h + g_x x + g_y y, :class:`RollingRoad` hills along x. :class:`MeshRoad` is a triangulated surface
 (piecewise linear): height is continuous, the normal and gradient are constant on each
 triangle and jump across edges. On an edge or vertex the triangle with the largest
 smallest barycentric coordinate (the one the point is "most inside") is used, ties going
@@ -108,7 +108,7 @@ def _as_xy(xy: np.ndarray) -> np.ndarray:
     return xy
 
 
-def _heightfield(road: FlatRoad | MeshRoad, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _heightfield(road: FlatRoad | RollingRoad | MeshRoad, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Heights at broadcast (x, y), any shape, via ``road.contact``."""
     x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
     xy = np.stack([x.ravel(), y.ravel()], axis=1)
@@ -154,6 +154,40 @@ class FlatRoad:
         normal[:] = self._normal
         gradient = np.empty((n, 2))
         gradient[:] = self._gradient
+        return RoadContact(height, normal, gradient)
+
+    def heightfield(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Height z (m) at ``x``, ``y`` (broadcast together, any shape)."""
+        return _heightfield(self, x, y)
+
+
+class RollingRoad:
+    """Hills along x: z = amplitude_m (1 - cos(2 pi x / wavelength_m)) (ENU, m), level and at height 0 at x = 0.
+
+    The steepest grade is 2 pi amplitude_m / wavelength_m (3 m every 300 m: 6.3 %), midway between crest and dip.
+    For harness roads a level model does not know; the crossfall is 0 (the detailed car's statics solve only its
+    heights, so it must start where the road has no crossfall).
+    """
+
+    def __init__(self, amplitude_m: float, wavelength_m: float):
+        values = (float(amplitude_m), float(wavelength_m))
+        if not (all(math.isfinite(v) for v in values) and values[1] > 0.0):
+            raise RoadError(f"RollingRoad amplitude_m must be finite and wavelength_m positive, got {values}")
+        self.amplitude_m, self.wavelength_m = values
+        self._k = 2.0 * math.pi / self.wavelength_m
+
+    def __repr__(self) -> str:
+        return f"RollingRoad(amplitude_m={self.amplitude_m!r}, wavelength_m={self.wavelength_m!r})"
+
+    def contact(self, xy: np.ndarray) -> RoadContact:
+        """Road surface below ``xy`` (N, 2); see :class:`RoadContact`."""
+        xy = _as_xy(xy)
+        kx = self._k * xy[:, 0]
+        height = self.amplitude_m * (1.0 - np.cos(kx))
+        gradient = np.zeros((len(xy), 2))
+        gradient[:, 0] = self.amplitude_m * self._k * np.sin(kx)
+        normal = np.column_stack([-gradient, np.ones(len(xy))])
+        normal /= np.linalg.norm(normal, axis=1)[:, None]
         return RoadContact(height, normal, gradient)
 
     def heightfield(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
