@@ -127,9 +127,12 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
     s = f.settings
     # the sample's sigma, what the model cannot reproduce and, on the car's roll and pitch axes turned into the sensor's by
     # its mounting S, the road's own turning: diag(S^T diag(s^2, s^2, 0) S)
+    # (as a filter built with gyro_road_rate_sigma 0.1 holds it)
     S = np.asarray(m.imu_rotation, float)
-    road = np.diag(S.T @ np.diag([1.0, 1.0, 0.0]) @ S) * s.gyro_road_rate_sigma**2
-    assert s.gyro_road_rate_sigma > 0.0 and road[:2].sum() > 0.0
+    road = np.diag(S.T @ np.diag([1.0, 1.0, 0.0]) @ S) * 0.1**2
+    assert road[:2].sum() > 0.0 and ErrorEkfSettings(gyro_road_rate_sigma=0.1).gyro_road_rate_sigma == 0.1
+    road_var = f._gyro_road_var
+    f._gyro_road_var = road
     R_gyro = np.diag(0.01**2 + s.gyro_model_sigma**2 + road)
     accel_model_sigma = s.accelerometer_model_sigma + s.accelerometer_model_relative * np.hypot(qdd[0], qdd[1])  # and a share of the model's acceleration
     R_accel = np.eye(3) * (0.1**2 + accel_model_sigma**2)
@@ -169,6 +172,7 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
         np.testing.assert_allclose(f.P, P0, rtol=0, atol=1e-10 * np.abs(P0).max())
     finally:
         f.stats = stats
+        f._gyro_road_var = road_var
         f.imu_tilt[:] = tilt
         f.wheel_scale[:] = wheel_scale
         f._set_road_slope(slope)
@@ -836,7 +840,7 @@ def test_a_tilted_imu_is_learnt_in_a_turn_and_not_taken_for_roll():
     axes see the yaw rate times the tilt, which no bias explains.  The tilt states take it (their estimate comes within
     a third of the truth), and the model's roll stays the truth's, where without them it took the tilt.  The
     truth: the same model on its own with the same inputs.  The gyroscope's roll and pitch axes are trusted here
-    (gyro_road_rate_sigma 0: a level track); with the default's allowance for a road that turns, this 10 s turn teaches
+    (gyro_road_rate_sigma 0: a level track); with an allowance for a road that turns (0.1 rad/s), this 10 s turn teaches
     about half of the tilt (0.28 of 0.6 deg about x)."""
     tilt = np.radians([0.6, -0.4, 0.0])
     results = {}
