@@ -130,7 +130,11 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
     # (as a filter built with gyro_road_rate_sigma 0.1 holds it)
     S = np.asarray(m.imu_rotation, float)
     road = np.diag(S.T @ np.diag([1.0, 1.0, 0.0]) @ S) * 0.1**2
-    assert road[:2].sum() > 0.0 and ErrorEkfSettings(gyro_road_rate_sigma=0.1).gyro_road_rate_sigma == 0.1
+    assert road[:2].sum() > 0.0 and road[2] == 0.0
+    from state_observer.vehicle.reduced import ReducedVehicle
+
+    np.testing.assert_allclose(VehicleErrorEKF(ReducedVehicle(f.vehicle.desc), m, ErrorEkfSettings(gyro_road_rate_sigma=0.1))._gyro_road_var,
+                               road, rtol=1e-12, atol=1e-18)
     road_var = f._gyro_road_var
     f._gyro_road_var = road
     R_gyro = np.diag(0.01**2 + s.gyro_model_sigma**2 + road)
@@ -903,8 +907,8 @@ def test_a_friction_change_leaves_the_force_on_the_chassis_as_it_was():
 
 def test_a_parameter_window_takes_each_step_as_the_equations_say():
     """spi's compiled step accumulation (accumulate_step) against the same sums written out in numpy: the torque balance
-    along the heading (F_x,i = (T_i - I_i omega_dot_i) / r_i, r_i the loaded radius the learnt wheel scale gives, the lateral forces' share, drag), the centre of mass's
-    acceleration as the accelerometer reads it (less gravity's part along the heading on the estimated road slope, plus the
+    along the heading (F_x,i = (T_i - I_i omega_dot_i) / r_i, r_i the loaded radius the learnt wheel scale gives, the
+    lateral forces' share, drag), the centre of mass's acceleration as the accelerometer reads it (less gravity's part along the heading on the estimated road slope, plus the
     accelerometer's mean innovation) and turning part, the published forces, the axles' stiffness per load and slip angles,
     and the cornering estimator's linear-range sums; a car slower than min_speed counts as stopped and adds nothing."""
     from state_observer.estimation import spi

@@ -458,8 +458,8 @@ def accumulate_step(sums, tire_out, geo, fc, q, qd, qdd, x_front, x_rear, torque
 
     Mass: the torque balance along the heading, F_x,i = (1 + k_a) (T_i - I_i omega_dot_i) / r_i (r_i the loaded radius,
     k_a the axle's learnt wheel-rate scale ``wheel_scale`` (2,): a tire that rolls on a radius r_i / (1 + k_a) pushes
-    that much less for a torque), with the lateral forces' share along the heading and the drag; along the heading the centre of mass accelerates by the speed
-    change plus a turning part -v_y r - r^2 x_cg, which only the sideslip sets.  Friction: the published forces, the axles'
+    that much less for a torque), with the lateral forces' share along the heading and the drag; along the heading the
+    centre of mass accelerates by the speed change plus a turning part -v_y r - r^2 x_cg, which only the sideslip sets.  Friction: the published forces, the axles'
     stiffness per load and slip angles.  Cornering stiffness: per axle in the linear range (utilisation low-high of the
     friction ``mu``) the published lateral force, the model's at a scale of 1 and the mean slip angle."""
     yaw = q[5]

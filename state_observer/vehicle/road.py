@@ -108,6 +108,13 @@ def _as_xy(xy: np.ndarray) -> np.ndarray:
     return xy
 
 
+def _unit_normals(gradient: np.ndarray) -> np.ndarray:
+    """(N, 3) unit upward normals (-dz/dx, -dz/dy, 1) / sqrt(1 + |grad z|^2) of (N, 2) gradients."""
+    normal = np.column_stack([-gradient, np.ones(len(gradient))])
+    normal /= np.linalg.norm(normal, axis=1, keepdims=True)
+    return normal
+
+
 def _heightfield(road: FlatRoad | RollingRoad | MeshRoad, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Heights at broadcast (x, y), any shape, via ``road.contact``."""
     x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
@@ -133,8 +140,7 @@ class FlatRoad:
             raise RoadError(f"FlatRoad height_m, grade_x, grade_y must be finite, got {values}")
         self.height_m, self.grade_x, self.grade_y = values
         self._gradient = np.array([self.grade_x, self.grade_y])
-        self._normal = np.array([-self.grade_x, -self.grade_y, 1.0])
-        self._normal /= np.linalg.norm(self._normal)
+        self._normal = _unit_normals(self._gradient[None, :])[0]
 
     @property
     def normal(self) -> np.ndarray:
@@ -186,9 +192,7 @@ class RollingRoad:
         height = self.amplitude_m * (1.0 - np.cos(kx))
         gradient = np.zeros((len(xy), 2))
         gradient[:, 0] = self.amplitude_m * self._k * np.sin(kx)
-        normal = np.column_stack([-gradient, np.ones(len(xy))])
-        normal /= np.linalg.norm(normal, axis=1)[:, None]
-        return RoadContact(height, normal, gradient)
+        return RoadContact(height, _unit_normals(gradient), gradient)
 
     def heightfield(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Height z (m) at ``x``, ``y`` (broadcast together, any shape)."""
@@ -296,9 +300,7 @@ class MeshRoad:
         coef[:n_tri, 3, :2] = grad
         coef[:n_tri, 3, 2] = z[:, 0] - (grad * p[:, 0]).sum(axis=1)
         coef[n_tri, :3, 2] = -1e30
-        normal = np.column_stack([-grad, np.ones(n_tri)])
-        normal /= np.linalg.norm(normal, axis=1, keepdims=True)
-        return coef, np.column_stack([grad, normal])
+        return coef, np.column_stack([grad, _unit_normals(grad)])
 
     def _build_grid(self, p: np.ndarray, top: np.ndarray, area2: np.ndarray,
                     cell_m: float | None) -> None:
