@@ -2,6 +2,7 @@
 (H mapped onto the error state, innovation, gate, Joseph form), the IMU and wheel-rate updates, the
 covariance propagation with F kept as its velocity rows, the feedback, and the SPI's force residuals; with and
 without the extra states (IMU biases, model parameters), whose acceleration response is checked against the model."""
+import math
 import numpy as np
 import pytest
 
@@ -126,15 +127,10 @@ def test_imu_and_wheel_updates_match_the_block_by_block_path(filt):
     expected = []
     s = f.settings
     # the sample's sigma, what the model cannot reproduce and, on the car's roll and pitch axes turned into the sensor's by
-    # its mounting S, the road's own turning: diag(S^T diag(s^2, s^2, 0) S)
-    # (as a filter built with gyro_road_rate_sigma 0.1 holds it)
+    # its mounting S, the road's own turning: diag(S^T diag(s^2, s^2, 0) S) (here s = 0.1 rad/s; _track_road_rate sets it)
     S = np.asarray(m.imu_rotation, float)
     road = np.diag(S.T @ np.diag([1.0, 1.0, 0.0]) @ S) * 0.1**2
     assert road[:2].sum() > 0.0 and road[2] == 0.0
-    from state_observer.vehicle.reduced import ReducedVehicle
-
-    np.testing.assert_allclose(VehicleErrorEKF(ReducedVehicle(f.vehicle.desc), m, ErrorEkfSettings(gyro_road_rate_sigma=0.1))._gyro_road_var,
-                               road, rtol=1e-12, atol=1e-18)
     road_var = f._gyro_road_var
     f._gyro_road_var = road
     R_gyro = np.diag(0.01**2 + s.gyro_model_sigma**2 + road)
@@ -839,17 +835,55 @@ def test_a_tilt_estimate_leaves_an_imu_with_missing_axes_usable():
     assert np.all(np.isfinite(f.x)) and f.stats["gyroscope"].accepted == accepted + 1
 
 
+def test_the_road_rate_is_the_gyroscope_roll_and_pitch_innovation_that_lasts():
+    """_track_road_rate, by hand: a pitch-rate innovation of 0.02 rad/s held for 5 s (a crest) is averaged over
+    gyro_road_rate_time_s (tau = 1 s: 0.02 (1 - e^-5)); its square, times gain^2, is the variance the gyroscope's axes get,
+    turned by the mounting S: diag(S^T diag(0, v, 0) S).  One second without it, the held square has decayed by
+    e^(-1/hold_s).  White noise of 0.005 rad/s on all axes for 20 s (a level road) adds at most (0.01 rad/s)^2."""
+    f = new_filter(ErrorEkfSettings(imu_biases=True))
+    s, S = f.settings, np.asarray(f.mounts.imu_rotation, float)
+    assert (s.gyro_road_rate_gain, s.gyro_road_rate_time_s, s.gyro_road_rate_hold_s) == (4.0, 1.0, 5.0)
+    dt = 0.01
+    for k in range(501):
+        f._track_road_rate(S.T @ np.array([0.0, 0.02, 0.0]), k * dt)
+    mean = 0.02 * (1.0 - math.exp(-5.0))
+    np.testing.assert_allclose(f._gyro_road_var, np.diag(S.T @ np.diag([0.0, mean**2, 0.0]) @ S) * 16.0, rtol=1e-6, atol=1e-15)
+    for k in range(501, 601):
+        f._track_road_rate(np.array([0.0, 0.0, math.nan]), k * dt)  # a missing axis counts as no innovation
+    np.testing.assert_allclose(f._gyro_road_var, np.diag(S.T @ np.diag([0.0, mean**2, 0.0]) @ S) * 16.0 * math.exp(-1.0 / 5.0),
+                               rtol=1e-6, atol=1e-15)
+    level = new_filter(ErrorEkfSettings(imu_biases=True))
+    rng = np.random.default_rng(0)
+    for k in range(2001):
+        level._track_road_rate(rng.normal(0.0, 0.005, 3), k * dt)
+    assert 0.0 < level._gyro_road_var.max() < 0.01**2 and level._gyro_road_var[np.argmax(np.abs(S[:, 2]))] < 1e-7
+    off = new_filter(ErrorEkfSettings(imu_biases=True, gyro_road_rate_gain=0.0))
+    off._track_road_rate(np.array([0.0, 0.5, 0.0]), 0.0), off._track_road_rate(np.array([0.0, 0.5, 0.0]), 1.0)
+    assert not off._gyro_road_var.any()
+
+
+def test_the_imu_tilt_is_learnt_only_driving_forwards():
+    """The tilt's columns (imu_tilt_column) at 15 m/s forwards, and none reversing at 4 m/s nor at 1 m/s
+    (imu_tilt_min_speed_m_s 2), nor without the gyroscope's x and y axes; facing west at 15 m/s, the same as east."""
+    for speed, yaw, expected in ((15.0, 0.0, True), (15.0, math.pi, True), (-4.0, 0.0, False), (1.0, 0.0, False)):
+        f = new_filter(ErrorEkfSettings(imu_biases=True), speed_m_s=speed, yaw_rad=yaw)
+        f._tilt_observable = True
+        assert f.imu_tilt_column() == (f.imu_tilt_col if expected else -1) and f.imu_tilt_col >= 0, (speed, yaw)
+        f._tilt_observable = False
+        assert f.imu_tilt_column() == -1
+
+
 def test_a_tilted_imu_is_learnt_in_a_turn_and_not_taken_for_roll():
     """An IMU fitted 0.6 deg off about x and -0.4 deg about y reads R(d)^T of the truth: in a turn its x and y gyroscope
     axes see the yaw rate times the tilt, which no bias explains.  The tilt states take it (their estimate comes within
     a third of the truth), and the model's roll stays the truth's, where without them it took the tilt.  The
-    truth: the same model on its own with the same inputs.  The gyroscope's roll and pitch axes are trusted here
-    (gyro_road_rate_sigma 0: a level track); with an allowance for a road that turns (0.1 rad/s), this 10 s turn teaches
-    about half of the tilt (0.28 of 0.6 deg about x)."""
+    truth: the same model on its own with the same inputs.  The turn's first seconds put a lasting innovation on the
+    gyroscope's x and y axes, which the road-rate allowance (gyro_road_rate_gain) takes for a road turning, for a while:
+    the tilt is learnt all the same."""
     tilt = np.radians([0.6, -0.4, 0.0])
     results = {}
     for sigma in (ErrorEkfSettings().imu_tilt_sigma, 1e-9):
-        f, truth = new_filter(ErrorEkfSettings(imu_biases=True, imu_tilt_sigma=sigma, gyro_road_rate_sigma=0.0)), new_filter()
+        f, truth = new_filter(ErrorEkfSettings(imu_biases=True, imu_tilt_sigma=sigma)), new_filter()
         m = f.mounts
         rng = np.random.default_rng(3)
         attitude = []
