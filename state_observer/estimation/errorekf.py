@@ -551,6 +551,23 @@ def untilt_into(reading, full, dx, dy, out):
 
 
 @njit(cache=True)
+def road_rate_into(innovation, S, smoothing, decay, gain2, state, var):
+    """One gyroscope innovation (3,) rad/s, sensor axes (non-finite: 0) into the road-rate tracker ``state`` (4,): its
+    mean on the vehicle's x and y axes (S the mounting rotation, sensor to vehicle), m <- m + smoothing (S nu - m), and
+    its held square, h <- max(m^2, decay h); ``var`` (3,) <- gain2 diag(S^T diag(h_x, h_y, 0) S), the variance it adds
+    to the gyroscope's axes (:meth:`VehicleErrorEKF._track_road_rate`)."""
+    for i in range(2):
+        nu = 0.0
+        for k in range(3):
+            if math.isfinite(innovation[k]):
+                nu += S[i, k] * innovation[k]
+        state[i] += smoothing * (nu - state[i])
+        state[2 + i] = max(state[i] * state[i], decay * state[2 + i])
+    for k in range(3):
+        var[k] = gain2 * (S[0, k] * S[0, k] * state[2] + S[1, k] * S[1, k] * state[3])
+
+
+@njit(cache=True)
 def corrected_imu(gyro, accel, bias, tilt, gyro_scale, gyro_out, accel_out):
     """A complete IMU sample (every axis finite) with the estimated biases ``bias`` (6,), tilt (dx, dy) and gyroscope z
     scale factor removed, into ``gyro_out`` and ``accel_out`` (:meth:`VehicleErrorEKF._corrected_gyro`,
@@ -768,7 +785,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.imu_tilt = np.zeros(2)  # estimated tilt of the IMU about its own x and y axes beyond its mounting (rad)
         # the road's roll and pitch rates (settings gyro_road_rate_*): the gyroscope's innovation on the vehicle's x and y
         # axes averaged (rad/s), its square held, and the variance it adds to the gyroscope's own axes
-        self._road_rate_mean, self._road_rate_held, self._road_rate_t = np.zeros(2), np.zeros(2), math.nan
+        self._road_rate, self._road_rate_t = np.zeros(4), math.nan  # (mean x, mean y, held square x, y), its model time
         self._gyro_road_var = np.zeros(3)
         self.wheel_scale = np.zeros(2)  # estimated wheel-rate scale factor k of the front and rear axle (a rate reads (1 + k) times)
         self.road_slope = np.zeros(2)  # estimated gravity's east and north components (m/s^2; the model's, vehicle.road_slope)
@@ -855,7 +872,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.imu_bias[:] = 0.0
         self.gyro_scale = 0.0
         self.imu_tilt[:] = 0.0
-        self._road_rate_mean[:], self._road_rate_held[:], self._road_rate_t = 0.0, 0.0, math.nan
+        self._road_rate[:], self._road_rate_t = 0.0, math.nan
         self._gyro_road_var[:] = 0.0
         self._set_road_slope(np.zeros(2))  # the road's, not the car's: a new start may be anywhere
         self._gnss_accepted_t, self._gnss_since_t = -math.inf, math.inf  # the wheel scales (the car's) are kept, learnt again with GNSS
@@ -1275,11 +1292,8 @@ class VehicleErrorEKF(SensorBookkeeping):
             return
         dt = min(max(t_s - self._road_rate_t, 0.0), 0.1) if math.isfinite(self._road_rate_t) else 0.0
         self._road_rate_t = t_s
-        S = np.asarray(self.mounts.imu_rotation, float)
-        nu = (S @ np.nan_to_num(np.asarray(innovation, float), nan=0.0, posinf=0.0, neginf=0.0))[:2]
-        self._road_rate_mean += -math.expm1(-dt / s.gyro_road_rate_time_s) * (nu - self._road_rate_mean)
-        self._road_rate_held[:] = np.maximum(np.square(self._road_rate_mean), self._road_rate_held * math.exp(-dt / s.gyro_road_rate_hold_s))
-        self._gyro_road_var[:] = np.square(S).T @ np.array([self._road_rate_held[0], self._road_rate_held[1], 0.0]) * s.gyro_road_rate_gain**2
+        road_rate_into(np.asarray(innovation, float), np.asarray(self.mounts.imu_rotation, float), -math.expm1(-dt / s.gyro_road_rate_time_s),
+                       math.exp(-dt / s.gyro_road_rate_hold_s), s.gyro_road_rate_gain**2, self._road_rate, self._gyro_road_var)
 
     def _adapt_imu_noise(self, name: str, nis: float, dof: int) -> None:
         """Move the IMU block's noise factor after an update with this NIS (settings ``imu_noise_adaptation_updates``)."""
