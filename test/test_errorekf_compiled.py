@@ -839,7 +839,8 @@ def test_the_road_rate_is_the_gyroscope_roll_and_pitch_innovation_that_lasts():
     """_track_road_rate, by hand: a pitch-rate innovation of 0.02 rad/s held for 5 s (a crest) is averaged over
     gyro_road_rate_time_s (tau = 1 s: 0.02 (1 - e^-5)); its square, times gain^2, is the variance the gyroscope's axes get,
     turned by the mounting S: diag(S^T diag(0, v, 0) S).  One second without it, the held square has decayed by
-    e^(-1/hold_s).  White noise of 0.005 rad/s on all axes for 20 s (a level road) adds at most (0.01 rad/s)^2."""
+    e^(-1/hold_s).  White noise of 0.005 rad/s on all axes for 20 s (a level road) adds at most (0.01 rad/s)^2.  In a turn
+    the innovation is weighed by 1 / (1 + (r / gyro_road_rate_turn_rad_s)^2)."""
     f = new_filter(ErrorEkfSettings(imu_biases=True))
     s, S = f.settings, np.asarray(f.mounts.imu_rotation, float)
     assert (s.gyro_road_rate_gain, s.gyro_road_rate_time_s, s.gyro_road_rate_hold_s) == (4.0, 1.0, 5.0)
@@ -857,6 +858,11 @@ def test_the_road_rate_is_the_gyroscope_roll_and_pitch_innovation_that_lasts():
     for k in range(2001):
         level._track_road_rate(rng.normal(0.0, 0.005, 3), k * dt)
     assert 0.0 < level._gyro_road_var.max() < 0.01**2 and level._gyro_road_var[np.argmax(np.abs(S[:, 2]))] < 1e-7
+    turning = new_filter(ErrorEkfSettings(imu_biases=True))  # yaw rate 0.25 rad/s: weighed 1 / (1 + (0.25 / 0.05)^2)
+    turning.vehicle.solver.qd[5] = 0.25
+    for k in range(501):
+        turning._track_road_rate(S.T @ np.array([0.0, 0.02, 0.0]), k * dt)
+    np.testing.assert_allclose(turning._gyro_road_var, np.diag(S.T @ np.diag([0.0, (mean / 26.0) ** 2, 0.0]) @ S) * 16.0, rtol=1e-6, atol=1e-15)
     off = new_filter(ErrorEkfSettings(imu_biases=True, gyro_road_rate_gain=0.0))
     off._track_road_rate(np.array([0.0, 0.5, 0.0]), 0.0), off._track_road_rate(np.array([0.0, 0.5, 0.0]), 1.0)
     assert not off._gyro_road_var.any()

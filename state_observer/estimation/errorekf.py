@@ -157,10 +157,16 @@ class ErrorEkfSettings:
     # the road's rate, 0.015-0.018 rad/s RMS over the hills against at most 0.0025 on level manoeuvres.  Its square, held
     # for gyro_road_rate_hold_s, times gyro_road_rate_gain^2, is added to the axes' variance.  A constant allowance
     # (0.1 rad/s) took the hills as well but threw away, on level roads, what the pitch rate says in a turn (the yaw
-    # rate times the roll angle): the race circle's sideslip went 0.134 -> 0.156 deg.  0 turns it off.
+    # rate times the roll angle): the race circle's sideslip went 0.134 -> 0.156 deg.  0 turns it off.  In a turn a lasting
+    # innovation on those axes is also the yaw rate r times an error of the model's roll or pitch (or of the IMU's tilt),
+    # which the gyroscope must keep correcting: after the friction step's drop (0.8 -> 0.6) the model's roll is off and
+    # the allowance fed on its own innovation (-0.006 and -0.008 rad/s after 20 s, against -0.003 and -0.002 without
+    # it).  So the innovation is weighed by 1 / (1 + (r / gyro_road_rate_turn_rad_s)^2) before it is averaged: whole on
+    # a straight, 1/50 at the friction step's 0.34 rad/s.
     gyro_road_rate_gain: float = 4.0
     gyro_road_rate_time_s: float = 1.0
     gyro_road_rate_hold_s: float = 5.0
+    gyro_road_rate_turn_rad_s: float = 0.05
     # An IMU noisier than its covariance says (a race car's vibration, a covariance copied from a datasheet): each IMU block's
     # noise is scaled by a factor k >= 1 that follows the NIS, k <- k (1 + (NIS / dof - 1) / imu_noise_adaptation_updates)
     # (the NIS per dof capped at 10), so that the innovations match their covariance instead of half of them failing the
@@ -551,17 +557,17 @@ def untilt_into(reading, full, dx, dy, out):
 
 
 @njit(cache=True)
-def road_rate_into(innovation, S, smoothing, decay, gain2, state, var):
-    """One gyroscope innovation (3,) rad/s, sensor axes (non-finite: 0) into the road-rate tracker ``state`` (4,): its
-    mean on the vehicle's x and y axes (S the mounting rotation, sensor to vehicle), m <- m + smoothing (S nu - m), and
-    its held square, h <- max(m^2, decay h); ``var`` (3,) <- gain2 diag(S^T diag(h_x, h_y, 0) S), the variance it adds
-    to the gyroscope's axes (:meth:`VehicleErrorEKF._track_road_rate`)."""
+def road_rate_into(innovation, S, weight, smoothing, decay, gain2, state, var):
+    """One gyroscope innovation (3,) rad/s, sensor axes (non-finite: 0), times ``weight``, into the road-rate tracker
+    ``state`` (4,): its mean on the vehicle's x and y axes (S the mounting rotation, sensor to vehicle), m <- m +
+    smoothing (w S nu - m), and its held square, h <- max(m^2, decay h); ``var`` (3,) <- gain2 diag(S^T diag(h_x, h_y, 0)
+    S), the variance it adds to the gyroscope's axes (:meth:`VehicleErrorEKF._track_road_rate`)."""
     for i in range(2):
         nu = 0.0
         for k in range(3):
             if math.isfinite(innovation[k]):
                 nu += S[i, k] * innovation[k]
-        state[i] += smoothing * (nu - state[i])
+        state[i] += smoothing * (weight * nu - state[i])
         state[2 + i] = max(state[i] * state[i], decay * state[2 + i])
     for k in range(3):
         var[k] = gain2 * (S[0, k] * S[0, k] * state[2] + S[1, k] * S[1, k] * state[3])
@@ -1284,15 +1290,16 @@ class VehicleErrorEKF(SensorBookkeeping):
 
     def _track_road_rate(self, innovation: np.ndarray, t_s: float) -> None:
         """The road's roll and pitch rates from one gyroscope innovation (rad/s, sensor axes; NaN: a missing axis, taken as
-        0) at model time ``t_s``: turned onto the vehicle's axes, averaged over ``gyro_road_rate_time_s``, squared and held (decaying over
-        ``gyro_road_rate_hold_s``); the gyroscope's variance gets gain^2 times it on those axes (settings
-        ``gyro_road_rate_gain``)."""
+        0) at model time ``t_s``: turned onto the vehicle's axes, weighed by the model's yaw rate r as 1 / (1 + (r /
+        ``gyro_road_rate_turn_rad_s``)^2), averaged over ``gyro_road_rate_time_s``, squared and held (decaying over
+        ``gyro_road_rate_hold_s``); the gyroscope's variance gets ``gyro_road_rate_gain``^2 times it on those axes."""
         s = self.settings
         if s.gyro_road_rate_gain <= 0.0:
             return
         dt = min(max(t_s - self._road_rate_t, 0.0), 0.1) if math.isfinite(self._road_rate_t) else 0.0
         self._road_rate_t = t_s
-        road_rate_into(np.asarray(innovation, float), np.asarray(self.mounts.imu_rotation, float), -math.expm1(-dt / s.gyro_road_rate_time_s),
+        turn = float(self.vehicle.solver.qd[5]) / s.gyro_road_rate_turn_rad_s
+        road_rate_into(np.asarray(innovation, float), np.asarray(self.mounts.imu_rotation, float), 1.0 / (1.0 + turn * turn), -math.expm1(-dt / s.gyro_road_rate_time_s),
                        math.exp(-dt / s.gyro_road_rate_hold_s), s.gyro_road_rate_gain**2, self._road_rate, self._gyro_road_var)
 
     def _adapt_imu_noise(self, name: str, nis: float, dof: int) -> None:
