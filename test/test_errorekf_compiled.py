@@ -573,7 +573,8 @@ def test_lateral_correction_is_kept_while_cornering_and_follows_the_lateral_forc
     """The lateral part of the force correction (across the heading, the yaw moment) is not faded with time: in steady
     cornering it stays, where the longitudinal part fades with ``force_memory_s``; it scales with the tires' lateral force
     where that falls, F_c (|F_y| + F_0) / (|F_y|_0 + F_0), so that on the straight after a turn it is nearly gone; and it
-    fades with time while a friction estimator says the tires saturate (a friction error, not a stiffness error)."""
+    fades with time, ``saturated_lateral_memory_s``, while a friction estimator says the tires saturate (a friction error,
+    not a stiffness error)."""
     settings = ErrorEkfSettings(force_walk_rate=0.0)
     f = new_filter(settings)
     v = f.vehicle
@@ -610,7 +611,8 @@ def test_lateral_correction_is_kept_while_cornering_and_follows_the_lateral_forc
     assert moment / 100.0 == pytest.approx(across / 200.0, rel=0.005)
     f.tires_saturate = True
     run(1.0)
-    assert parts()[1] == pytest.approx(across * np.exp(-1.0 / settings.force_memory_s), rel=0.01)
+    assert settings.saturated_lateral_memory_s == 0.5  # its own time constant then (0: force_memory_s)
+    assert parts()[1] == pytest.approx(across * np.exp(-1.0 / settings.saturated_lateral_memory_s), rel=0.01)
 
 
 def test_a_slide_the_gnss_course_shows_goes_into_the_lateral_force_not_the_heading():

@@ -230,11 +230,16 @@ class ErrorEkfSettings:
     # 14), so what the correction learnt while the forces changed is all there is: fading it handed the sideslip back
     # to the tire model (a step steer's sideslip drifted to the open loop's, 0.3-0.9 deg off, and the GNSS course turned
     # the heading the other way).  While a friction estimator sees an axle saturate (:attr:`tires_saturate`) it fades
-    # with time after all: there the forces do not depend on the slip angle, and the error is the friction's, which
-    # that estimator takes.  F_0 (N) keeps small forces from scaling it; 0: the lateral part fades with time too.
+    # with time after all (saturated_lateral_memory_s): there the forces do not depend on the slip angle, and the error
+    # is the friction's, which that estimator takes.  F_0 (N) keeps small forces from scaling it; 0: the lateral part fades with time too.
     # Tuning seeds 100-109, mean sideslip over six manoeuvres: 0.222 -> 0.177 deg with GNSS (step steer 0.33 -> 0.20,
     # friction step 0.56 -> 0.48), 0.275 -> 0.259 without, 0.211 -> 0.212 with speed only (lateral force 4.50 -> 4.17 %).
     lateral_correction_floor_n: float = 500.0
+    # ... and the time (s) it fades in while an axle saturates (0: force_memory_s): the friction estimator needs a second or
+    # two to take a drop, and the correction learnt on the grip before it held the sideslip off until it faded (friction
+    # step, tuning seeds 100-101: sideslip 0.311 -> 0.282 deg with GNSS, 0.552 -> 0.463 without; 3 s before; nothing
+    # else saturates on the tuning manoeuvres)
+    saturated_lateral_memory_s: float = 0.5
     lateral_level_smoothing_s: float = 0.1
     # A slide the model does not know of (the road lost grip; the friction estimate needs a second or two of it) shows
     # first in the GNSS course: the velocity across the heading.  Its mean innovation over slide_innovation_s (s),
@@ -820,6 +825,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self._G = np.zeros((N, n))  # errorEKF-FE: the velocity rows of F (_fe_transition)
         self._directions = np.zeros((N, len(self.force_names)))  # generalised-force direction of each force-error state
         self._correction_decay = math.exp(-dt / s.force_memory_s) if fe and s.force_memory_s > 0.0 else 1.0
+        self._saturated_decay = math.exp(-dt / s.saturated_lateral_memory_s) if s.saturated_lateral_memory_s > 0.0 else self._correction_decay
         self._forget_lateral_history()
         self._level_gain = dt / (dt + s.lateral_level_smoothing_s)
         self._correction_yaw = None  # heading at which the force correction's x-y part was last turned (rad)
@@ -947,7 +953,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         level = abs(float(v.tire_forces_n[:, 1].sum()))
         previous = self._lateral_level if self._lateral_level is not None else level
         self._lateral_level = level = previous + self._level_gain * (level - previous)
-        keep = d if self.tires_saturate else min(1.0, (level + floor) / (previous + floor))
+        keep = self._saturated_decay if self.tires_saturate else min(1.0, (level + floor) / (previous + floor))
         yaw = float(v.solver.q[5])
         c, s = math.cos(yaw), math.sin(yaw)
         along, across = d * (c * fc[0] + s * fc[1]), keep * (c * fc[1] - s * fc[0])
