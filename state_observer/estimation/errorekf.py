@@ -231,7 +231,8 @@ class ErrorEkfSettings:
     # to the tire model (a step steer's sideslip drifted to the open loop's, 0.3-0.9 deg off, and the GNSS course turned
     # the heading the other way).  While a friction estimator sees an axle saturate (:attr:`tires_saturate`) it fades
     # with time after all (saturated_lateral_memory_s): there the forces do not depend on the slip angle, and the error
-    # is the friction's, which that estimator takes.  F_0 (N) keeps small forces from scaling it; 0: the lateral part fades with time too.
+    # is the friction's, which that estimator takes.  F_0 (N) keeps small forces from scaling it; 0: the lateral part
+    # fades with time too.
     # Tuning seeds 100-109, mean sideslip over six manoeuvres: 0.222 -> 0.177 deg with GNSS (step steer 0.33 -> 0.20,
     # friction step 0.56 -> 0.48), 0.275 -> 0.259 without, 0.211 -> 0.212 with speed only (lateral force 4.50 -> 4.17 %).
     lateral_correction_floor_n: float = 500.0
