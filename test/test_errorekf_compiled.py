@@ -842,12 +842,26 @@ def test_the_road_rate_is_the_gyroscope_roll_and_pitch_innovation_that_lasts():
     gyro_road_rate_time_s (tau = 1 s: 0.02 (1 - e^-5)); its square, times gain^2, is the variance the gyroscope's axes get,
     turned by the mounting S: diag(S^T diag(0, v, 0) S).  One second without it, the held square has decayed by
     e^(-1/hold_s).  White noise of 0.005 rad/s on all axes for 20 s (a level road) adds at most (0.01 rad/s)^2.  In a turn
-    the innovation is weighed by 1 / (1 + (r / gyro_road_rate_turn_rad_s)^2)."""
-    assert ErrorEkfSettings().gyro_road_rate_gain == 0.0  # off by default (its comment says why)
-    on = ErrorEkfSettings(imu_biases=True, gyro_road_rate_gain=4.0)
-    f = new_filter(on)
-    s, S = f.settings, np.asarray(f.mounts.imu_rotation, float)
-    assert (s.gyro_road_rate_gain, s.gyro_road_rate_time_s, s.gyro_road_rate_hold_s) == (4.0, 1.0, 5.0)
+    the innovation is weighed by 1 / (1 + (r / gyro_road_rate_turn_rad_s)^2).  Nothing while the gyroscope's biases have
+    not settled (sigma above gyro_road_rate_bias_sigma), and nothing once the innovation's integral, leaking over
+    gyro_road_grade_time_s, leaves +-gyro_road_grade_rad: 0.05 rad/s for 12 s integrates to 0.05 * 15 (1 - e^(-12/15)) =
+    0.41 rad, beyond 0.35 from t = -15 ln(1 - 0.35 / 0.75) = 9.4 s."""
+    s = ErrorEkfSettings()
+    assert (s.gyro_road_rate_gain, s.gyro_road_rate_time_s, s.gyro_road_rate_hold_s, s.gyro_road_rate_bias_sigma, s.gyro_road_grade_rad,
+            s.gyro_road_grade_time_s) == (4.0, 1.0, 5.0, 0.0006, 0.35, 15.0)
+    on = ErrorEkfSettings(imu_biases=True)
+
+    def settled(f):
+        b = f.gyro_bias_col
+        f.P[b:b + 3, b:b + 3] = np.eye(3) * 0.0003**2
+        return f
+
+    unsettled = new_filter(on)
+    for k in range(101):
+        unsettled._track_road_rate(np.array([0.0, 0.05, 0.05]), k * 0.01)
+    assert not unsettled._gyro_road_var.any()  # the biases' initial sigma: their business
+    f = settled(new_filter(on))
+    S = np.asarray(f.mounts.imu_rotation, float)
     dt = 0.01
     for k in range(501):
         f._track_road_rate(S.T @ np.array([0.0, 0.02, 0.0]), k * dt)
@@ -857,19 +871,27 @@ def test_the_road_rate_is_the_gyroscope_roll_and_pitch_innovation_that_lasts():
         f._track_road_rate(np.array([0.0, 0.0, math.nan]), k * dt)  # a missing axis counts as no innovation
     np.testing.assert_allclose(f._gyro_road_var, np.diag(S.T @ np.diag([0.0, mean**2, 0.0]) @ S) * 16.0 * math.exp(-1.0 / 5.0),
                                rtol=1e-6, atol=1e-15)
-    level = new_filter(on)
+    level = settled(new_filter(on))
     rng = np.random.default_rng(0)
     for k in range(2001):
         level._track_road_rate(rng.normal(0.0, 0.005, 3), k * dt)
     assert 0.0 < level._gyro_road_var.max() < 0.01**2 and level._gyro_road_var[np.argmax(np.abs(S[:, 2]))] < 1e-7
-    turning = new_filter(on)  # yaw rate 0.25 rad/s: weighed 1 / (1 + (0.25 / 0.05)^2)
+    turning = settled(new_filter(on))  # yaw rate 0.25 rad/s: weighed 1 / (1 + (0.25 / 0.05)^2)
     turning.vehicle.solver.qd[5] = 0.25
     for k in range(501):
         turning._track_road_rate(S.T @ np.array([0.0, 0.02, 0.0]), k * dt)
     np.testing.assert_allclose(turning._gyro_road_var, np.diag(S.T @ np.diag([0.0, (mean / 26.0) ** 2, 0.0]) @ S) * 16.0, rtol=1e-6, atol=1e-15)
-    off = new_filter(ErrorEkfSettings(imu_biases=True, gyro_road_rate_gain=0.0))
+    off = settled(new_filter(ErrorEkfSettings(imu_biases=True, gyro_road_rate_gain=0.0)))
     off._track_road_rate(np.array([0.0, 0.5, 0.0]), 0.0), off._track_road_rate(np.array([0.0, 0.5, 0.0]), 1.0)
     assert not off._gyro_road_var.any()
+    runaway = settled(new_filter(on))  # a lasting 0.05 rad/s: a bias estimated wrong, not a road
+    for k in range(1201):
+        runaway._track_road_rate(S.T @ np.array([0.0, 0.05, 0.0]), k * dt)
+        if k == 900:  # 9 s: still inside, the whole allowance
+            np.testing.assert_allclose(runaway._road_rate[5], 0.05 * 15.0 * -math.expm1(-9.0 / 15.0), rtol=2e-3)
+            assert runaway._gyro_road_var.max() > 16.0 * 0.049**2 * 0.9
+    np.testing.assert_allclose(runaway._road_rate[5], 0.05 * 15.0 * -math.expm1(-12.0 / 15.0), rtol=2e-3)
+    assert not runaway._gyro_road_var.any() and not runaway._road_rate[:4].any()
 
 
 def test_the_imu_tilt_is_learnt_only_driving_forwards():
@@ -887,9 +909,8 @@ def test_a_tilted_imu_is_learnt_in_a_turn_and_not_taken_for_roll():
     """An IMU fitted 0.6 deg off about x and -0.4 deg about y reads R(d)^T of the truth: in a turn its x and y gyroscope
     axes see the yaw rate times the tilt, which no bias explains.  The tilt states take it (their estimate comes within
     a third of the truth), and the model's roll stays the truth's, where without them it took the tilt.  The
-    truth: the same model on its own with the same inputs.  (With the road-rate allowance on, gyro_road_rate_gain 4,
-    the turn's first seconds look like a road turning for a while, and the tilt is learnt all the same: 0.61 and -0.30
-    deg.)"""
+    truth: the same model on its own with the same inputs.  (The road-rate allowance, on by default, may take the
+    turn's first seconds for a road turning for a while; the tilt is learnt all the same.)"""
     tilt = np.radians([0.6, -0.4, 0.0])
     results = {}
     for sigma in (ErrorEkfSettings().imu_tilt_sigma, 1e-9):

@@ -162,14 +162,22 @@ class ErrorEkfSettings:
     # which the gyroscope must keep correcting: after the friction step's drop (0.8 -> 0.6) the model's roll is off and
     # the allowance fed on its own innovation (-0.006 and -0.008 rad/s after 20 s, against -0.003 and -0.002 without
     # it).  So the innovation is weighed by 1 / (1 + (r / gyro_road_rate_turn_rad_s)^2) before it is averaged: whole on
-    # a straight, 1/50 at the friction step's 0.34 rad/s.  Off by default (gain 0): with a model far off the car (the
-    # node test that starts a 1501 kg car at 600 kg) the model's own pitch error lasts too, the allowance let it grow
-    # (the mean innovation 0.011 -> 0.059 rad/s in 4 s) and the filter diverged; 4 is what `make evaluate` measured.
-    # Telling the two apart (a road's pitch integrates to a grade, bounded; a model's runaway does not) is next.
-    gyro_road_rate_gain: float = 0.0
+    # a straight, 1/50 at the friction step's 0.34 rad/s.  A gyroscope bias estimated wrong lasts as well: at the start
+    # of a drive with a model far off its car (a 1501 kg car started at 600 kg) the y bias took -0.03 rad/s in 0.3 s,
+    # the allowance then kept the gyroscope from taking it back, the innovation grew to 0.065 rad/s in 4 s and the filter
+    # diverged at the braking (without the allowance the bias was back within 2.3 s).  So the tracker waits until the
+    # gyroscope's x and y biases have settled, their sigma below gyro_road_rate_bias_sigma (0.0008 rad/s there at 2.4 s;
+    # 0.0004 on the hills from 6 s on).  And a road's rate integrates to a change of grade, which stays within a few
+    # degrees (the hills' 0 -> +-3.6); a bias's grows without end.  So the weighted innovation is also integrated, leaking
+    # over gyro_road_grade_time_s, and an axis whose integral leaves +-gyro_road_grade_rad starts its tracker again (mean
+    # and held square 0) with no allowance until the integral is back inside.  0 turns the allowance off.
+    gyro_road_rate_gain: float = 4.0
     gyro_road_rate_time_s: float = 1.0
     gyro_road_rate_hold_s: float = 5.0
     gyro_road_rate_turn_rad_s: float = 0.05
+    gyro_road_rate_bias_sigma: float = 0.0006
+    gyro_road_grade_rad: float = 0.35
+    gyro_road_grade_time_s: float = 15.0
     # An IMU noisier than its covariance says (a race car's vibration, a covariance copied from a datasheet): each IMU block's
     # noise is scaled by a factor k >= 1 that follows the NIS, k <- k (1 + (NIS / dof - 1) / imu_noise_adaptation_updates)
     # (the NIS per dof capped at 10), so that the innovations match their covariance instead of half of them failing the
@@ -566,18 +574,24 @@ def untilt_into(reading, full, dx, dy, out):
 
 
 @njit(cache=True)
-def road_rate_into(innovation, S, weight, smoothing, decay, gain2, state, var):
+def road_rate_into(innovation, S, weight, dt, smoothing, decay, leak, grade_max, gain2, state, var):
     """One gyroscope innovation (3,) rad/s, sensor axes (non-finite: 0), times ``weight``, into the road-rate tracker
-    ``state`` (4,): its mean on the vehicle's x and y axes (S the mounting rotation, sensor to vehicle), m <- m +
-    smoothing (w S nu - m), and its held square, h <- max(m^2, decay h); ``var`` (3,) <- gain2 diag(S^T diag(h_x, h_y, 0)
-    S), the variance it adds to the gyroscope's axes (:meth:`VehicleErrorEKF._track_road_rate`)."""
+    ``state`` (6,), per vehicle axis i = x, y (S the mounting rotation, sensor to vehicle; n = w (S nu)_i): the implied
+    road angle, a <- leak a + n dt (rad); while |a| <= grade_max its mean, m <- m + smoothing (n - m), and its held
+    square, h <- max(m^2, decay h), else m = h = 0; ``var`` (3,) <- gain2 diag(S^T diag(h_x, h_y, 0) S), the variance
+    it adds to the gyroscope's axes.  State layout (m_x, m_y, h_x, h_y, a_x, a_y) (:meth:`VehicleErrorEKF._track_road_rate`)."""
     for i in range(2):
         nu = 0.0
         for k in range(3):
             if math.isfinite(innovation[k]):
                 nu += S[i, k] * innovation[k]
-        state[i] += smoothing * (weight * nu - state[i])
-        state[2 + i] = max(state[i] * state[i], decay * state[2 + i])
+        state[4 + i] = leak * state[4 + i] + weight * nu * dt
+        if abs(state[4 + i]) > grade_max:
+            state[i] = 0.0
+            state[2 + i] = 0.0
+        else:
+            state[i] += smoothing * (weight * nu - state[i])
+            state[2 + i] = max(state[i] * state[i], decay * state[2 + i])
     for k in range(3):
         var[k] = gain2 * (S[0, k] * S[0, k] * state[2] + S[1, k] * S[1, k] * state[3])
 
@@ -800,7 +814,7 @@ class VehicleErrorEKF(SensorBookkeeping):
         self.imu_tilt = np.zeros(2)  # estimated tilt of the IMU about its own x and y axes beyond its mounting (rad)
         # the road's roll and pitch rates (settings gyro_road_rate_*): the gyroscope's innovation on the vehicle's x and y
         # axes averaged (rad/s), its square held, and the variance it adds to the gyroscope's own axes
-        self._road_rate, self._road_rate_t = np.zeros(4), math.nan  # (mean x, mean y, held square x, y), its model time
+        self._road_rate, self._road_rate_t = np.zeros(6), math.nan  # (mean x, y, held square x, y, implied angle x, y), model time
         self._gyro_road_var = np.zeros(3)
         self.wheel_scale = np.zeros(2)  # estimated wheel-rate scale factor k of the front and rear axle (a rate reads (1 + k) times)
         self.road_slope = np.zeros(2)  # estimated gravity's east and north components (m/s^2; the model's, vehicle.road_slope)
@@ -1302,15 +1316,21 @@ class VehicleErrorEKF(SensorBookkeeping):
         """The road's roll and pitch rates from one gyroscope innovation (rad/s, sensor axes; NaN: a missing axis, taken as
         0) at model time ``t_s``: turned onto the vehicle's axes, weighed by the model's yaw rate r as 1 / (1 + (r /
         ``gyro_road_rate_turn_rad_s``)^2), averaged over ``gyro_road_rate_time_s``, squared and held (decaying over
-        ``gyro_road_rate_hold_s``); the gyroscope's variance gets ``gyro_road_rate_gain``^2 times it on those axes."""
+        ``gyro_road_rate_hold_s``); the gyroscope's variance gets ``gyro_road_rate_gain``^2 times it on those axes, none
+        while the weighted innovation's integral (leaking over ``gyro_road_grade_time_s``) is beyond ``gyro_road_grade_rad``.
+        Weight 0 while the gyroscope's x or y bias sigma is above ``gyro_road_rate_bias_sigma``."""
         s = self.settings
         if s.gyro_road_rate_gain <= 0.0:
             return
         dt = min(max(t_s - self._road_rate_t, 0.0), 0.1) if math.isfinite(self._road_rate_t) else 0.0
         self._road_rate_t = t_s
         turn = float(self.vehicle.solver.qd[5]) / s.gyro_road_rate_turn_rad_s
-        road_rate_into(np.asarray(innovation, float), np.asarray(self.mounts.imu_rotation, float), 1.0 / (1.0 + turn * turn), -math.expm1(-dt / s.gyro_road_rate_time_s),
-                       math.exp(-dt / s.gyro_road_rate_hold_s), s.gyro_road_rate_gain**2, self._road_rate, self._gyro_road_var)
+        weight = 1.0 / (1.0 + turn * turn)
+        if self.gyro_bias_col >= 0 and max(self.P[self.gyro_bias_col, self.gyro_bias_col], self.P[self.gyro_bias_col + 1, self.gyro_bias_col + 1]) > s.gyro_road_rate_bias_sigma**2:
+            weight = 0.0  # the biases have not settled: a lasting innovation is theirs
+        road_rate_into(np.asarray(innovation, float), np.asarray(self.mounts.imu_rotation, float), weight, dt,
+                       -math.expm1(-dt / s.gyro_road_rate_time_s), math.exp(-dt / s.gyro_road_rate_hold_s), math.exp(-dt / s.gyro_road_grade_time_s),
+                       s.gyro_road_grade_rad, s.gyro_road_rate_gain**2, self._road_rate, self._gyro_road_var)
 
     def _adapt_imu_noise(self, name: str, nis: float, dof: int) -> None:
         """Move the IMU block's noise factor after an update with this NIS (settings ``imu_noise_adaptation_updates``)."""
