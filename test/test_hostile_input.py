@@ -123,8 +123,8 @@ def test_detailed_observer_diagnostics_and_imu_counts(scenario):
 
 def test_diagnostics_say_what_the_filter_learnt_of_the_imu(scenario):
     """The observer's status carries the IMU's estimated biases, z scale factor and tilt and the wheels' rolling-radius
-    scales (a mounting, a part or a tire the user should check) and the road's grade and cross slope under the car, as
-    numbers a reader can parse (the road's with model.road_slope)."""
+    scales (a mounting, a part or a tire the user should check), the roll and pitch rates it allows the road (a crest),
+    and the road's grade and cross slope under the car, as numbers a reader can parse (the road's with model.road_slope)."""
     from state_observer.io.pipeline import health
 
     desc, config, truths, samples = scenario
@@ -137,6 +137,9 @@ def test_diagnostics_say_what_the_filter_learnt_of_the_imu(scenario):
     assert len(tilt) == 2 and len(gyro) == 3 and np.all(np.isfinite(tilt + gyro))
     np.testing.assert_allclose(tilt, np.degrees(obs.filter.imu_tilt), atol=0.005)
     assert float(values["gyroscope z scale factor %"]) == pytest.approx(100 * obs.filter.gyro_scale, abs=0.005)
+    road = [float(v) for v in values["road roll and pitch rate allowed deg/s (about x y)"].split()]  # a level road here
+    np.testing.assert_allclose(road, np.degrees(obs.filter.road_rate_allowance()), atol=0.0005)
+    assert len(road) == 2 and all(0.0 <= v < 0.5 for v in road)
     wheels = [float(v) for v in values["wheel rolling radius scale % (front rear)"].split()]
     np.testing.assert_allclose(wheels, 100 * obs.filter.wheel_scale, atol=0.005)  # (how they are learnt: test_errorekf_compiled)
     key = "road grade % (uphill +), cross slope % (falling to the left +)"

@@ -1332,6 +1332,11 @@ class VehicleErrorEKF(SensorBookkeeping):
                        -math.expm1(-dt / s.gyro_road_rate_time_s), math.exp(-dt / s.gyro_road_rate_hold_s), math.exp(-dt / s.gyro_road_grade_time_s),
                        s.gyro_road_grade_rad, s.gyro_road_rate_gain**2, self._road_rate, self._gyro_road_var)
 
+    def road_rate_allowance(self) -> np.ndarray:
+        """The 1-sigma (rad/s) the gyroscope's roll and pitch axes (the vehicle's x and y) get now for the road's own
+        turning (:meth:`_track_road_rate`; 0 on a level road or with ``gyro_road_rate_gain`` 0)."""
+        return self.settings.gyro_road_rate_gain * np.sqrt(self._road_rate[2:4])
+
     def _adapt_imu_noise(self, name: str, nis: float, dof: int) -> None:
         """Move the IMU block's noise factor after an update with this NIS (settings ``imu_noise_adaptation_updates``)."""
         n = self.settings.imu_noise_adaptation_updates

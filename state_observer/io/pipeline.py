@@ -251,6 +251,8 @@ def health(observer: OnlineObserver, now_ns: int | None = None) -> list[tuple[st
                            "accelerometer bias m/s^2 (x y z)": " ".join(f"{v:+.3f}" for v in f.imu_bias[3:]),
                            "gyroscope z scale factor %": f"{100.0 * f.gyro_scale:+.2f}",
                            "IMU tilt beyond its mounting deg (about x y)": " ".join(f"{v:+.2f}" for v in np.degrees(f.imu_tilt))})
+        if hasattr(f, "road_rate_allowance") and f.settings.gyro_road_rate_gain > 0.0:  # a crest or a dip the model's level road has not
+            values["road roll and pitch rate allowed deg/s (about x y)"] = " ".join(f"{v:.3f}" for v in np.degrees(f.road_rate_allowance()))
         if getattr(f, "wheel_scale_col", -1) >= 0:  # the tires' rolling radius against the vehicle file's
             values["wheel rolling radius scale % (front rear)"] = " ".join(f"{100.0 * v:+.2f}" for v in f.wheel_scale)
         if getattr(f, "slope_col", -1) >= 0:  # the road under the car, which the model drives level
