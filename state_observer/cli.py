@@ -108,7 +108,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     try:
         results = harness.evaluate(args.manoeuvre or None, seeds=tuple(args.seed or harness.SEEDS), cache_dir=Path(args.cache) if args.cache else None,
-                                   observers=tuple(args.observer or ("spi_reduced",)), jobs=args.jobs, cluster=args.cluster)
+                                   observers=tuple(args.observer or ("spi_reduced",)), jobs=args.jobs, cluster=args.cluster,
+                                   vehicle_file=args.vehicle)
     except (ValueError, StateObserverError) as exc:
         raise SystemExit(f"state-observer evaluate: {exc}") from None
     summary = harness.summarise(results)
@@ -356,6 +357,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "median over seeds and the targets met.")
     evaluate.add_argument("--manoeuvre", action="append", metavar="NAME",
                           help="manoeuvre to run (repeatable; default: every manoeuvre of the harness, listed in docs/accuracy.md)")
+    evaluate.add_argument("--vehicle", metavar="FILE",
+                          help="your car's vehicle file (e.g. from `state-observer vehicle new`): the truth is that car changed by the "
+                               "mismatch, the observer runs on the file (default: the harness's cars; with it, the race car's "
+                               "manoeuvres only by --manoeuvre)")
     evaluate.add_argument("--seed", action="append", type=_seed, metavar="N", help="mismatch and noise seed (repeatable; default: 0 1 2)")
     evaluate.add_argument("--observer", action="append", metavar="NAME", help="observer configuration (repeatable; default: spi_reduced)")
     evaluate.add_argument("--jobs", type=int, default=2, metavar="N", help="scenarios run in parallel (default: 2)")

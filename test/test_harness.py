@@ -105,6 +105,26 @@ def monkeypatch_module():
     mp.undo()
 
 
+def test_a_users_car_is_the_truth_and_the_observers_model(tmp_path, monkeypatch):
+    """``evaluate --vehicle``: a car from ten numbers (``vehicle new``) is the nominal description every manoeuvre's truth
+    is drawn from and the observer runs on; the race car's manoeuvres are left out unless asked for; a missing file is
+    one error naming it, before any scenario runs."""
+    from state_observer.errors import StateObserverError
+    from state_observer.vehicle.from_numbers import CarNumbers, write_vehicle
+
+    car = tmp_path / "city.yaml"
+    write_vehicle(CarNumbers(mass=1050.0, wheelbase=2.45, front_track=1.42, rear_track=1.40, cg_to_front_axle=0.95, cg_height=0.52,
+                             driven_axle="front", tire_size="175/65R14"), car)
+    monkeypatch.setitem(h.MANOEUVRES, "tiny", lambda: dataclasses.replace(h.MANOEUVRES["steady_circle"](), duration_s=0.5))
+    desc, _, m, truths, samples = h.simulate("tiny", 0, vehicle_file=car)
+    assert desc.total_mass_kg == pytest.approx(1050.0, rel=1e-6) and len(samples) > 0
+    assert truths[0].mass_kg == pytest.approx(1050.0 * m.mass, rel=1e-6) and abs(m.mass - 1.0) > 1e-3  # the file's car, perturbed
+    assert h.vehicle_path("race_circle", car) == car and h.vehicle_path("race_circle").name == "race_car.yaml"
+    assert "race_circle" in h.default_manoeuvres() and not set(h.VEHICLE_FILES) & set(h.default_manoeuvres(car))
+    with pytest.raises(StateObserverError, match="missing.yaml"):
+        h.evaluate(["tiny"], seeds=(0,), vehicle_file=tmp_path / "missing.yaml")
+
+
 def test_the_race_cars_truth_has_its_downforce_drawn_and_a_physical_body():
     """The race car (its own vehicle file, with wings): the truth's downforce is the file's times the draw, and a yaw
     inertia raised by up to 15 % on a flat car stays a physical rigid body (its excess goes to roll and pitch)."""

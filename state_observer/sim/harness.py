@@ -135,10 +135,13 @@ def truth_road(manoeuvre: str):
     return FlatRoad(grade_x=TILTED_GRADE) if manoeuvre == "tilted_circle" else FlatRoad()
 
 
-def vehicle_path(manoeuvre: str) -> Path:
-    """The vehicle file a manoeuvre's truth and observer start from."""
+def vehicle_path(manoeuvre: str, vehicle_file: str | Path | None = None) -> Path:
+    """The vehicle file a manoeuvre's truth and observer start from: ``vehicle_file`` when given (a user's car), else
+    the harness's own (:data:`VEHICLE_FILES`, the default car for the rest)."""
     from ..paths import default_vehicle_path, find_data_file
 
+    if vehicle_file is not None:
+        return Path(vehicle_file)
     return find_data_file(VEHICLE_FILES[manoeuvre]) if manoeuvre in VEHICLE_FILES else default_vehicle_path()
 
 
@@ -158,10 +161,11 @@ class Run:
 
 
 # ----- truth -------------------------------------------------------------------------------------------
-def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch: mm.Mismatch | None = None):
+def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch: mm.Mismatch | None = None, vehicle_file: str | Path | None = None):
     """(nominal description, nominal sensor config, mismatch, truth records, samples sorted by receive time) of one
-    scenario with the mismatch of ``seed`` (:func:`.mismatch.draw`) or the one given; cached under ``cache_dir`` when
-    given (keyed by the inputs and :data:`HARNESS_VERSION`)."""
+    scenario with the mismatch of ``seed`` (:func:`.mismatch.draw`) or the one given, on ``vehicle_file`` or the
+    manoeuvre's own car (:func:`vehicle_path`); cached under ``cache_dir`` when given (keyed by the inputs, the vehicle
+    file's text and :data:`HARNESS_VERSION`)."""
     from ..paths import default_sensors_path
     from ..sensors.mounts import mounts_from_vehicle
     from ..vehicle.description import load_vehicle
@@ -169,7 +173,7 @@ def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch:
     from .run import run
     from .sensors import SensorSynthesizer, load_sensor_config
 
-    vehicle_file = vehicle_path(manoeuvre)
+    vehicle_file = vehicle_path(manoeuvre, vehicle_file)
     desc = load_vehicle(vehicle_file)
     config = load_sensor_config(default_sensors_path())
     m = MANOEUVRES[manoeuvre]()
@@ -445,11 +449,12 @@ def cornering_metrics(est: Run, mismatch: mm.Mismatch) -> dict:
                 cornering_2sigma_coverage=float(np.mean(inside)))
 
 
-def evaluate_scenario(manoeuvre: str, seed: int, cache_dir: Path | None = None, observers=("spi_reduced",), progress=print) -> dict:
-    """{configuration: metrics} of one manoeuvre and seed (module docstring)."""
+def evaluate_scenario(manoeuvre: str, seed: int, cache_dir: Path | None = None, observers=("spi_reduced",), progress=print,
+                      vehicle_file: str | Path | None = None) -> dict:
+    """{configuration: metrics} of one manoeuvre and seed (module docstring), on ``vehicle_file`` when given."""
     from ..estimation.errorekf import ErrorEkfSettings
 
-    desc, config, mismatch, truths, samples = simulate(manoeuvre, seed, cache_dir)
+    desc, config, mismatch, truths, samples = simulate(manoeuvre, seed, cache_dir, vehicle_file=vehicle_file)
     m = MANOEUVRES[manoeuvre]()
     truth = truth_run(truths)
     step_s = FRICTION_STEP_S if manoeuvre == "friction_step" else None
@@ -483,24 +488,36 @@ def evaluate_scenario(manoeuvre: str, seed: int, cache_dir: Path | None = None, 
 
 # ----- all scenarios ------------------------------------------------------------------------------------
 def evaluate(manoeuvres=None, seeds=SEEDS, cache_dir: Path | None = None, observers=("spi_reduced",), jobs: int = 1,
-             cluster: str | None = None, progress=print) -> dict:
+             cluster: str | None = None, progress=print, vehicle_file: str | Path | None = None) -> dict:
     """{manoeuvre: {seed: {configuration: metrics}}} over every manoeuvre and seed, ``jobs`` processes at a time or
-    on the Dask ``cluster`` (:func:`state_observer.batch.run_all`)."""
+    on the Dask ``cluster`` (:func:`state_observer.batch.run_all`).  With ``vehicle_file`` (a user's car) every
+    manoeuvre's truth and observer start from that file, and the default manoeuvres leave out the race car's
+    (:data:`VEHICLE_FILES`: 8 m/s^2 with a third of the weight in downforce; they can still be asked for by name)."""
     from ..batch import run_all
 
-    names = list(manoeuvres or MANOEUVRES)
+    if vehicle_file is not None:
+        from ..vehicle.description import load_vehicle
+
+        load_vehicle(vehicle_file)  # a bad file is one error here, naming it, not one per worker
+        vehicle_file = str(Path(vehicle_file).resolve())  # workers may run elsewhere (a cluster shares the file system)
+    names = list(manoeuvres or default_manoeuvres(vehicle_file))
     for name in names:
         if name not in MANOEUVRES:
             raise ValueError(f"unknown manoeuvre '{name}', choose from {', '.join(MANOEUVRES)}")
     work = [(name, seed) for name in names for seed in seeds]
     parallel = bool(cluster) or (jobs > 1 and len(work) > 1)
     say = _quiet if parallel else progress
-    runs = run_all(evaluate_scenario, [(name, seed, cache_dir, observers, say) for name, seed in work], jobs=jobs, cluster=cluster,
+    runs = run_all(evaluate_scenario, [(name, seed, cache_dir, observers, say, vehicle_file) for name, seed in work], jobs=jobs, cluster=cluster,
                    on_done=(lambda i, _: progress(f"evaluate: {work[i][0]} seed {work[i][1]}: done")) if parallel else None)
     results: dict = {name: {} for name in names}
     for (name, seed), metrics in zip(work, runs):
         results[name][seed] = metrics
     return results
+
+
+def default_manoeuvres(vehicle_file: str | Path | None = None) -> list[str]:
+    """What ``evaluate`` runs unless told: every manoeuvre, but the race car's (:data:`VEHICLE_FILES`) on a user's car."""
+    return [m for m in MANOEUVRES if vehicle_file is None or m not in VEHICLE_FILES]
 
 
 def _quiet(*_args) -> None:
