@@ -905,6 +905,26 @@ def test_the_imu_tilt_is_learnt_only_driving_forwards():
         assert f.imu_tilt_column() == -1
 
 
+def test_reversing_with_unsettled_accelerometer_biases_the_model_lateral_acceleration_counts_less():
+    """The accelerometer's model sigma is reverse_accelerometer_model_sigma (0.5 m/s^2) reversing at 4 m/s while its x or
+    y bias sigma is above reverse_accel_bias_settled_sigma, and the plain accelerometer_model_sigma once they have
+    settled, driving forwards, facing west forwards, and with the rule off."""
+    s = ErrorEkfSettings(imu_biases=True)
+    for speed, yaw in ((-4.0, 0.0), (-4.0, math.pi)):
+        f = new_filter(s, speed_m_s=speed, yaw_rad=yaw)
+        assert f.P[f.accel_bias_col, f.accel_bias_col] == pytest.approx(s.accel_bias_sigma**2)
+        assert f._accelerometer_model_sigma() == s.reverse_accelerometer_model_sigma == 0.5
+        b = f.accel_bias_col
+        f.P[b, b] = f.P[b + 1, b + 1] = (0.9 * s.reverse_accel_bias_settled_sigma) ** 2  # settled
+        assert f._accelerometer_model_sigma() == s.accelerometer_model_sigma
+        f.P[b + 1, b + 1] = (1.1 * s.reverse_accel_bias_settled_sigma) ** 2  # y not yet
+        assert f._accelerometer_model_sigma() == s.reverse_accelerometer_model_sigma
+    for speed, yaw in ((4.0, 0.0), (4.0, math.pi), (-0.3, 0.0)):
+        assert new_filter(s, speed_m_s=speed, yaw_rad=yaw)._accelerometer_model_sigma() == s.accelerometer_model_sigma, (speed, yaw)
+    off = ErrorEkfSettings(imu_biases=True, reverse_accelerometer_model_sigma=0.0)
+    assert new_filter(off, speed_m_s=-4.0)._accelerometer_model_sigma() == off.accelerometer_model_sigma
+
+
 def test_a_tilted_imu_is_learnt_in_a_turn_and_not_taken_for_roll():
     """An IMU fitted 0.6 deg off about x and -0.4 deg about y reads R(d)^T of the truth: in a turn its x and y gyroscope
     axes see the yaw rate times the tilt, which no bias explains.  The tilt states take it (their estimate comes within

@@ -68,6 +68,7 @@ IMU_STATES = 9  # gyroscope biases (3), accelerometer biases (3), the gyroscope'
 WHEEL_SCALE_STATES = 2  # the wheel-rate scale factor of the front and of the rear axle (rolling radius of the file / the tires')
 WHEEL_SCALE_BOUND = 0.05  # |k| at most this: a tire 5 % off the file's radius is a wrong vehicle file, not wear
 SLOPE_STATES = 2  # gravity's east and north components (the road's slope under the car)
+REVERSING_M_S = -0.5  # the model's forward speed below which the car reverses (m/s)
 SLOPE_BOUND_M_S2 = 2.0  # |g_e|, |g_n| at most this (20 % of g; steeper is a wrong estimate, not a road)
 SLIP_ROW = TireOutput._fields.index("slip_ratio")  # the model's tire output row of the longitudinal slip
 PARAMETER_STEP = {"mass": 10.0, "friction": 0.01, "cornering_front": 0.01, "cornering_rear": 0.01, "longitudinal": 0.01}  # finite differences
@@ -306,6 +307,15 @@ class ErrorEkfSettings:
     # constant road-rate allowance of 0.1 rad/s, the tilt and the accelerometer's bias took the lateral acceleration the
     # model had not yet built, turned the heading 35 deg and locked the GNSS velocity out by its gate (position 10 m)
     imu_tilt_min_speed_m_s: float = 2.0
+    # reversing (model forward speed below -0.5 m/s) while the accelerometer's x or y bias sigma is above
+    # ``reverse_accel_bias_settled_sigma`` (m/s^2), the accelerometer's model sigma is at least this (m/s^2).  Reversing,
+    # a heading error turns the model's lateral acceleration the other way than driving forwards (its tires see the
+    # velocity from behind), and the updates, which had tied the heading to the unsettled bias and the lateral force
+    # correction, moved it the wrong way in a loop: on the harness' weaving reverse from the start the heading ran
+    # 5-25 deg off within 2 s and the GNSS velocity was gated out until its relock 10 s later (tuning seeds 100-105:
+    # position up to 2.1 m, 38 m without GNSS; 0.2-0.7 and 0.6-2.1 m with it, the lateral forces 5.1 -> 4.6 %)
+    reverse_accelerometer_model_sigma: float = 0.5
+    reverse_accel_bias_settled_sigma: float = 0.05
     # the scale factor is observed only while the yaw rate is at least this (rad/s, ~5.7 deg/s): its regressor is the
     # model's yaw rate, whose own error then enters the innovation with it, E[r_hat nu] = -P_rr, and drives the scale
     # towards zero gain by P_ss P_rr / S per update whatever the truth (on a straight road, where the model's yaw rate is
@@ -1426,8 +1436,14 @@ class VehicleErrorEKF(SensorBookkeeping):
 
     def _accelerometer_model_sigma(self) -> float:
         """What the model cannot reproduce of an accelerometer sample (m/s^2): a constant part and a share of the model's
-        horizontal acceleration (its forces' errors grow with the forces)."""
+        horizontal acceleration (its forces' errors grow with the forces); at least ``reverse_accelerometer_model_sigma``
+        reversing while the accelerometer's x or y bias is unsettled."""
         s = self.settings
+        q, qd = self.vehicle.solver.q, self.vehicle.solver.qd
+        if s.reverse_accelerometer_model_sigma > 0.0 and math.cos(q[5]) * qd[0] + math.sin(q[5]) * qd[1] < REVERSING_M_S:
+            b = self.accel_bias_col
+            if b < 0 or max(self.P[b, b], self.P[b + 1, b + 1]) > s.reverse_accel_bias_settled_sigma**2:
+                return max(s.reverse_accelerometer_model_sigma, s.accelerometer_model_sigma)
         if s.accelerometer_model_relative <= 0.0:
             return s.accelerometer_model_sigma
         qdd = self.vehicle.solver.qdd
