@@ -1401,9 +1401,12 @@ class VehicleErrorEKF(SensorBookkeeping):
         then cannot be told from the accelerometer's biases) or below ``imu_tilt_min_speed_m_s`` forwards (model)."""
         if not self._tilt_observable:
             return -1
+        return self.imu_tilt_col if self._forward_speed() >= self.settings.imu_tilt_min_speed_m_s else -1
+
+    def _forward_speed(self) -> float:
+        """The model's speed along its heading (m/s; negative reversing)."""
         q, qd = self.vehicle.solver.q, self.vehicle.solver.qd
-        forward = math.cos(q[5]) * qd[0] + math.sin(q[5]) * qd[1]
-        return self.imu_tilt_col if forward >= self.settings.imu_tilt_min_speed_m_s else -1
+        return math.cos(q[5]) * qd[0] + math.sin(q[5]) * qd[1]
 
     def _untilted(self, reading: np.ndarray, predicted: np.ndarray | None) -> np.ndarray:
         """A reading of the IMU turned back by its estimated tilt d = (dx, dy, 0): R(d) y = y + d x y (first order).  A
@@ -1439,15 +1442,15 @@ class VehicleErrorEKF(SensorBookkeeping):
         horizontal acceleration (its forces' errors grow with the forces); at least ``reverse_accelerometer_model_sigma``
         reversing while the accelerometer's x or y bias is unsettled."""
         s = self.settings
-        q, qd = self.vehicle.solver.q, self.vehicle.solver.qd
-        if s.reverse_accelerometer_model_sigma > 0.0 and math.cos(q[5]) * qd[0] + math.sin(q[5]) * qd[1] < REVERSING_M_S:
+        sigma = s.accelerometer_model_sigma
+        if s.accelerometer_model_relative > 0.0:
+            qdd = self.vehicle.solver.qdd
+            sigma += s.accelerometer_model_relative * math.hypot(qdd[0], qdd[1])
+        if s.reverse_accelerometer_model_sigma > sigma and self._forward_speed() < REVERSING_M_S:
             b = self.accel_bias_col
             if b < 0 or max(self.P[b, b], self.P[b + 1, b + 1]) > s.reverse_accel_bias_settled_sigma**2:
-                return max(s.reverse_accelerometer_model_sigma, s.accelerometer_model_sigma)
-        if s.accelerometer_model_relative <= 0.0:
-            return s.accelerometer_model_sigma
-        qdd = self.vehicle.solver.qdd
-        return s.accelerometer_model_sigma + s.accelerometer_model_relative * math.hypot(qdd[0], qdd[1])
+                return s.reverse_accelerometer_model_sigma
+        return sigma
 
     def _imu_axes(self, name: str, y, sigma, model_sigma: float, model, bias_offset: int, model_var=0.0) -> bool:
         h, H = model()
