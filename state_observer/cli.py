@@ -109,7 +109,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     try:
         results = harness.evaluate(args.manoeuvre or None, seeds=tuple(args.seed or harness.SEEDS), cache_dir=Path(args.cache) if args.cache else None,
                                    observers=tuple(args.observer or ("spi_reduced",)), jobs=args.jobs, cluster=args.cluster,
-                                   vehicle_file=args.vehicle)
+                                   vehicle_file=args.vehicle, sensors_file=args.sensors)
     except (ValueError, StateObserverError) as exc:
         raise SystemExit(f"state-observer evaluate: {exc}") from None
     summary = harness.summarise(results)
@@ -361,6 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="your car's vehicle file (e.g. from `state-observer vehicle new`): the truth is that car changed by the "
                                "mismatch, the observer runs on the file (default: the harness's cars; with it, the race car's "
                                "manoeuvres only by --manoeuvre)")
+    evaluate.add_argument("--sensors", metavar="FILE",
+                          help="your sensor suite (rates, latencies, noise; the schema of config/sensors/default.yaml): the samples are "
+                               "drawn from it, the mismatch's biases and GNSS noise on top (default: the package's suite)")
     evaluate.add_argument("--seed", action="append", type=_seed, metavar="N", help="mismatch and noise seed (repeatable; default: 0 1 2)")
     evaluate.add_argument("--observer", action="append", metavar="NAME", help="observer configuration (repeatable; default: spi_reduced)")
     evaluate.add_argument("--jobs", type=int, default=2, metavar="N", help="scenarios run in parallel (default: 2)")

@@ -3,6 +3,7 @@
 targets are judged on the medians."""
 import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -123,6 +124,35 @@ def test_a_users_car_is_the_truth_and_the_observers_model(tmp_path, monkeypatch)
     assert "race_circle" in h.default_manoeuvres() and not set(h.VEHICLE_FILES) & set(h.default_manoeuvres(car))
     with pytest.raises(StateObserverError, match="missing.yaml"):
         h.evaluate(["tiny"], seeds=(0,), vehicle_file=tmp_path / "missing.yaml")
+
+
+def test_a_users_sensor_suite_gives_the_samples_and_scales_the_gnss_noise(tmp_path, monkeypatch):
+    """``evaluate --sensors``: the samples come at the suite's rates, the mismatch's GNSS noise is scaled to its
+    receiver (an RTK fix stays centimetres), the package's suite keeps the drawn noise; a bad file is one error naming it."""
+    from state_observer.errors import StateObserverError
+    from state_observer.paths import default_sensors_path
+    from state_observer.sensors.samples import ImuSample
+    from state_observer.sim.sensors import load_sensor_config
+
+    text = Path(default_sensors_path()).read_text()
+    text = text.replace("rate_hz: 200.0", "rate_hz: 100.0", 1).replace("horizontal_sigma: 1.786", "horizontal_sigma: 0.02", 1)
+    suite = tmp_path / "rtk.yaml"
+    suite.write_text(text)
+    monkeypatch.setitem(h.MANOEUVRES, "tiny", lambda: dataclasses.replace(h.MANOEUVRES["steady_circle"](), duration_s=2.0))
+    _, config, m, truths, samples = h.simulate("tiny", 0, sensors_file=suite)
+    assert config.imu.rate_hz == 100.0
+    imu = [s for s in samples if isinstance(s, ImuSample)]
+    assert len(imu) == pytest.approx(100 * (truths[-1].t_s - truths[0].t_s), abs=2)
+    sigma = mm.truth_sensors(config, m).gnss_fix.position_m.sigma[0]
+    assert sigma == pytest.approx(0.02 * m.gnss_sigma_m / mm.NOMINAL_GNSS_SIGMA_M) and sigma < 0.03
+    fixes = [s for s in samples if isinstance(s, GnssFix)]
+    assert len(fixes) > 5 and np.sqrt(fixes[0].position_covariance_enu_m2[0, 0]) == pytest.approx(sigma)  # the receiver reports it
+    nominal = mm.truth_sensors(load_sensor_config(default_sensors_path()), m).gnss_fix.position_m.sigma[0]
+    assert nominal == m.gnss_sigma_m
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("rate_hz: 100.0", "rate_hz: -1.0", 1))
+    with pytest.raises(StateObserverError, match="bad.yaml"):
+        h.evaluate(["tiny"], seeds=(0,), sensors_file=bad)
 
 
 def test_the_race_cars_truth_has_its_downforce_drawn_and_a_physical_body():

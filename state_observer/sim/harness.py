@@ -161,11 +161,13 @@ class Run:
 
 
 # ----- truth -------------------------------------------------------------------------------------------
-def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch: mm.Mismatch | None = None, vehicle_file: str | Path | None = None):
+def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch: mm.Mismatch | None = None, vehicle_file: str | Path | None = None,
+             sensors_file: str | Path | None = None):
     """(nominal description, nominal sensor config, mismatch, truth records, samples sorted by receive time) of one
     scenario with the mismatch of ``seed`` (:func:`.mismatch.draw`) or the one given, on ``vehicle_file`` or the
-    manoeuvre's own car (:func:`vehicle_path`); cached under ``cache_dir`` when given (keyed by the inputs, the vehicle
-    file's text and :data:`HARNESS_VERSION`)."""
+    manoeuvre's own car (:func:`vehicle_path`), with the sensor suite of ``sensors_file`` (default: the package's,
+    ``config/sensors/default.yaml``; the mismatch's biases, scale factors, GNSS noise and outage go on top of it);
+    cached under ``cache_dir`` when given (keyed by the inputs, the two files' texts and :data:`HARNESS_VERSION`)."""
     from ..paths import default_sensors_path
     from ..sensors.mounts import mounts_from_vehicle
     from ..vehicle.description import load_vehicle
@@ -175,12 +177,13 @@ def simulate(manoeuvre: str, seed: int, cache_dir: Path | None = None, mismatch:
 
     vehicle_file = vehicle_path(manoeuvre, vehicle_file)
     desc = load_vehicle(vehicle_file)
-    config = load_sensor_config(default_sensors_path())
+    sensors_file = Path(sensors_file) if sensors_file is not None else Path(default_sensors_path())
+    config = load_sensor_config(sensors_file)
     m = MANOEUVRES[manoeuvre]()
     mismatch = mismatch if mismatch is not None else mm.draw(seed, m.duration_s)
     key = None
     if cache_dir is not None:
-        text = Path(vehicle_file).read_text() + Path(default_sensors_path()).read_text() + repr((manoeuvre, m.description, m.duration_s, mismatch, HARNESS_VERSION))
+        text = Path(vehicle_file).read_text() + sensors_file.read_text() + repr((manoeuvre, m.description, m.duration_s, mismatch, HARNESS_VERSION))
         key = Path(cache_dir) / f"{manoeuvre}_{seed}_{hashlib.sha256(text.encode()).hexdigest()[:16]}.pkl"
         if key.exists():
             try:
@@ -450,11 +453,12 @@ def cornering_metrics(est: Run, mismatch: mm.Mismatch) -> dict:
 
 
 def evaluate_scenario(manoeuvre: str, seed: int, cache_dir: Path | None = None, observers=("spi_reduced",), progress=print,
-                      vehicle_file: str | Path | None = None) -> dict:
-    """{configuration: metrics} of one manoeuvre and seed (module docstring), on ``vehicle_file`` when given."""
+                      vehicle_file: str | Path | None = None, sensors_file: str | Path | None = None) -> dict:
+    """{configuration: metrics} of one manoeuvre and seed (module docstring), on ``vehicle_file`` and with the sensor
+    suite of ``sensors_file`` when given (:func:`simulate`)."""
     from ..estimation.errorekf import ErrorEkfSettings
 
-    desc, config, mismatch, truths, samples = simulate(manoeuvre, seed, cache_dir, vehicle_file=vehicle_file)
+    desc, config, mismatch, truths, samples = simulate(manoeuvre, seed, cache_dir, vehicle_file=vehicle_file, sensors_file=sensors_file)
     m = MANOEUVRES[manoeuvre]()
     truth = truth_run(truths)
     step_s = FRICTION_STEP_S if manoeuvre == "friction_step" else None
@@ -488,11 +492,13 @@ def evaluate_scenario(manoeuvre: str, seed: int, cache_dir: Path | None = None, 
 
 # ----- all scenarios ------------------------------------------------------------------------------------
 def evaluate(manoeuvres=None, seeds=SEEDS, cache_dir: Path | None = None, observers=("spi_reduced",), jobs: int = 1,
-             cluster: str | None = None, progress=print, vehicle_file: str | Path | None = None) -> dict:
+             cluster: str | None = None, progress=print, vehicle_file: str | Path | None = None, sensors_file: str | Path | None = None) -> dict:
     """{manoeuvre: {seed: {configuration: metrics}}} over every manoeuvre and seed, ``jobs`` processes at a time or
     on the Dask ``cluster`` (:func:`state_observer.batch.run_all`).  With ``vehicle_file`` (a user's car) every
     manoeuvre's truth and observer start from that file, and the default manoeuvres leave out the race car's
-    (:data:`VEHICLE_FILES`: 8 m/s^2 with a third of the weight in downforce; they can still be asked for by name)."""
+    (:data:`VEHICLE_FILES`: 8 m/s^2 with a third of the weight in downforce; they can still be asked for by name).
+    With ``sensors_file`` (a user's sensor suite, the schema of ``config/sensors/default.yaml``) the samples are that
+    suite's: its rates, latencies and noise, the mismatch's biases on top."""
     from ..batch import run_all
 
     if vehicle_file is not None:
@@ -500,6 +506,11 @@ def evaluate(manoeuvres=None, seeds=SEEDS, cache_dir: Path | None = None, observ
 
         load_vehicle(vehicle_file)  # a bad file is one error here, naming it, not one per worker
         vehicle_file = str(Path(vehicle_file).resolve())  # workers may run elsewhere (a cluster shares the file system)
+    if sensors_file is not None:
+        from .sensors import load_sensor_config
+
+        load_sensor_config(sensors_file)  # the same for the sensor file
+        sensors_file = str(Path(sensors_file).resolve())
     names = list(manoeuvres or default_manoeuvres(vehicle_file))
     for name in names:
         if name not in MANOEUVRES:
@@ -507,7 +518,7 @@ def evaluate(manoeuvres=None, seeds=SEEDS, cache_dir: Path | None = None, observ
     work = [(name, seed) for name in names for seed in seeds]
     parallel = bool(cluster) or (jobs > 1 and len(work) > 1)
     say = _quiet if parallel else progress
-    runs = run_all(evaluate_scenario, [(name, seed, cache_dir, observers, say, vehicle_file) for name, seed in work], jobs=jobs, cluster=cluster,
+    runs = run_all(evaluate_scenario, [(name, seed, cache_dir, observers, say, vehicle_file, sensors_file) for name, seed in work], jobs=jobs, cluster=cluster,
                    on_done=(lambda i, _: progress(f"evaluate: {work[i][0]} seed {work[i][1]}: done")) if parallel else None)
     results: dict = {name: {} for name in names}
     for (name, seed), metrics in zip(work, runs):

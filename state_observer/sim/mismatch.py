@@ -152,16 +152,24 @@ def truth_description(desc, m: Mismatch):
                                aerodynamics=aero)
 
 
+# The horizontal GNSS sigma of the package's sensor suite (config/sensors/default.yaml, m): the mismatch's 1.5-2.5 m are
+# drawn for it, and a suite with another receiver gets them scaled (an RTK receiver's 2 cm becomes 1.7-2.8 cm)
+NOMINAL_GNSS_SIGMA_M = 1.786
+
+
 def truth_sensors(config, m: Mismatch):
     """The truth's sensor suite: ``config`` (nominal noise, rates, latencies) with the biases, scale factors,
     GNSS noise and outage of ``m``.  The published covariances stay those of ``config`` except the GNSS fix's,
-    which reports its own noise (a receiver knows its accuracy roughly)."""
+    which reports its own noise (a receiver knows its accuracy roughly); the fix's noise is ``m.gnss_sigma_m`` times
+    ``config``'s horizontal sigma over :data:`NOMINAL_GNSS_SIGMA_M` (the drawn value itself on the package's suite)."""
     imu = config.imu
     imu = dataclasses.replace(imu, gyro_rad_s=dataclasses.replace(imu.gyro_rad_s, bias=m.gyro_bias_rad_s, scale_factor=m.gyro_scale),
                               accel_m_s2=dataclasses.replace(imu.accel_m_s2, bias=m.accel_bias_m_s2, scale_factor=m.accel_scale))
     fix = config.gnss_fix
     sigma = fix.position_m.sigma
-    fix = dataclasses.replace(fix, position_m=dataclasses.replace(fix.position_m, sigma=(m.gnss_sigma_m, m.gnss_sigma_m, sigma[2] * m.gnss_sigma_m / sigma[0])))
+    horizontal = m.gnss_sigma_m * sigma[0] / NOMINAL_GNSS_SIGMA_M if sigma[0] != NOMINAL_GNSS_SIGMA_M else m.gnss_sigma_m
+    vertical = sigma[2] * horizontal / sigma[0] if sigma[0] > 0.0 else sigma[2]
+    fix = dataclasses.replace(fix, position_m=dataclasses.replace(fix.position_m, sigma=(horizontal, horizontal, vertical)))
     if m.gnss_outage_s is not None:
         fix = dataclasses.replace(fix, dropouts=dataclasses.replace(fix.dropouts, intervals_s=fix.dropouts.intervals_s + (m.gnss_outage_s,)))
     vel = config.gnss_velocity
