@@ -344,12 +344,14 @@ def test_one_speed_on_both_wheels_of_an_axle_is_the_mean_of_their_rates():
     assert f.x[N + 10] + f.x[N + 11] > 0.0  # the axle's mean rate follows the faster speed
 
 
-@pytest.mark.parametrize("true_sigma, grows", [(0.02, False), (1.0, True)])
-def test_imu_noise_factor_follows_an_accelerometer_noisier_than_it_says(true_sigma, grows):
+@pytest.mark.parametrize("true_sigma, grows, meter", [(0.02, False, 400.0), (1.0, True, 0.0), (1.0, True, 400.0)])
+def test_imu_noise_factor_follows_an_accelerometer_noisier_than_it_says(true_sigma, grows, meter):
     """An accelerometer whose noise (1 m/s^2, vibration) is ten times the 0.1 m/s^2 the filter is told (with its model
-    share): the block's noise factor grows until the NIS matches its dof and the gate passes nearly every sample; one
-    as quiet as it says keeps the factor at 1 (the harness' figures are unchanged)."""
-    f = new_filter()
+    share): without the noise meter the block's noise factor grows until the NIS matches its dof; with it the measured
+    sigma (1 m/s^2, from the readings' second differences) is used and the factor stays near 1.  Either way the gate
+    passes nearly every sample and the filter says by how much it widened the noise; one as quiet as it says keeps
+    both at 1 (the harness' figures are unchanged)."""
+    f = new_filter(ErrorEkfSettings(imu_noise_meter_samples=meter))
     rng = np.random.default_rng(7)
     stats = f.stats["accelerometer"]
     rejected_early = None
@@ -361,14 +363,20 @@ def test_imu_noise_factor_follows_an_accelerometer_noisier_than_it_says(true_sig
         if step == 1000:
             rejected_early = stats.rejected
     scale = f.imu_noise_scale["accelerometer"]
-    if grows:
+    excess = f.imu_noise_excess()
+    if grows and not meter:
         told = 0.1**2 + f.settings.accelerometer_model_sigma**2
         assert 0.3 * true_sigma**2 / told < scale < 3.0 * true_sigma**2 / told
-        assert stats.rejected - rejected_early < 0.05 * 2000  # the last 8 s: the gate passes nearly everything
         assert stats.nis_mean_recent == pytest.approx(3.0, rel=0.5)
+        assert excess["accelerometer"] == pytest.approx(math.sqrt(scale))
+    elif grows:
+        np.testing.assert_allclose(f.imu_noise_meters[1].sigma(), true_sigma, rtol=0.1)
+        assert excess["accelerometer"] > 0.8 * true_sigma / 0.1 and scale < 3.0  # without the meter: ~100 (the case above)
     else:
-        assert scale == 1.0
-    assert f.imu_noise_scale["gyroscope"] == 1.0
+        assert scale == 1.0 and excess["accelerometer"] == 1.0
+    if grows:
+        assert stats.rejected - rejected_early < 0.05 * 2000  # the last 8 s: the gate passes nearly everything
+    assert f.imu_noise_scale["gyroscope"] == 1.0 and excess["gyroscope"] == 1.0
 
 
 @pytest.mark.parametrize("speed", [15.0, 2.5])

@@ -298,9 +298,9 @@ def health(observer: OnlineObserver, now_ns: int | None = None) -> list[tuple[st
         else:
             level, message = "OK", f"{received} messages"
         values = {**counts, "missing (gaps in the stamps)": missing.get(kind, 0)} if kind in missing else dict(counts)
-        factors = getattr(f, "imu_noise_scale", {}) if kind == "imu" else {}
-        noisier = {name: math.sqrt(k) for name, k in factors.items() if k > 1.0}
-        if noisier:  # the filter widened the IMU's noise to what its innovations show (ErrorEkfSettings.imu_noise_adaptation_updates)
+        factors = f.imu_noise_excess() if kind == "imu" and hasattr(f, "imu_noise_excess") else {}
+        noisier = {name: k for name, k in factors.items() if k > 1.0}
+        if noisier:  # the filter widened the IMU's noise to what it measured and its innovations show (ErrorEkfSettings.imu_noise_meter_samples, imu_noise_adaptation_updates)
             values.update({f"{name} noise x (sigma)": f"{k:.2f}" for name, k in noisier.items()})
             if max(noisier.values()) > 2.0:
                 message += "; noisier than its covariance says (" + ", ".join(f"{name} x{k:.1f}" for name, k in noisier.items()) + " in sigma, taken into account)"
