@@ -147,8 +147,9 @@ def test_a_users_sensor_suite_gives_the_samples_and_scales_the_gnss_noise(tmp_pa
     assert sigma == pytest.approx(0.02 * m.gnss_sigma_m / mm.NOMINAL_GNSS_SIGMA_M) and sigma < 0.03
     fixes = [s for s in samples if isinstance(s, GnssFix)]
     assert len(fixes) > 5 and np.sqrt(fixes[0].position_covariance_enu_m2[0, 0]) == pytest.approx(sigma)  # the receiver reports it
-    nominal = mm.truth_sensors(load_sensor_config(default_sensors_path()), m).gnss_fix.position_m.sigma[0]
-    assert nominal == m.gnss_sigma_m
+    package = load_sensor_config(default_sensors_path())
+    assert package.gnss_fix.position_m.sigma[0] == mm.NOMINAL_GNSS_SIGMA_M  # the constant is the package suite's receiver
+    assert mm.truth_sensors(package, m).gnss_fix.position_m.sigma[0] == m.gnss_sigma_m
     bad = tmp_path / "bad.yaml"
     bad.write_text(text.replace("rate_hz: 100.0", "rate_hz: -1.0", 1))
     with pytest.raises(StateObserverError, match="bad.yaml"):

@@ -167,6 +167,8 @@ def truth_sensors(config, m: Mismatch):
                               accel_m_s2=dataclasses.replace(imu.accel_m_s2, bias=m.accel_bias_m_s2, scale_factor=m.accel_scale))
     fix = config.gnss_fix
     sigma = fix.position_m.sigma
+    # on the package's suite the drawn value itself (x * a / a need not give x back to the last bit: the samples and the
+    # truth caches stay those of before the scaling)
     horizontal = m.gnss_sigma_m * sigma[0] / NOMINAL_GNSS_SIGMA_M if sigma[0] != NOMINAL_GNSS_SIGMA_M else m.gnss_sigma_m
     vertical = sigma[2] * horizontal / sigma[0] if sigma[0] > 0.0 else sigma[2]
     fix = dataclasses.replace(fix, position_m=dataclasses.replace(fix.position_m, sigma=(horizontal, horizontal, vertical)))
