@@ -199,14 +199,7 @@ class ErrorEkfSettings:
     # with GNSS, without and with a speed only.  0 samples: off.
     imu_noise_meter_samples: float = 400.0
     imu_noise_meter_ratio: float = 1.25
-    # 0.2 (was 0.1): a car's tire model misses its lateral and longitudinal accelerations by more than 0.1 m/s^2, and
-    # those misses last (a tire family's shape, a stiffness 10-25 % off), so at 200 samples a second 0.1 weighed each
-    # sample's model error as fresh information and moved the lateral velocity with it.  Tuning seeds 100-105, mean
-    # sideslip over six manoeuvres with GNSS 0.134 -> 0.128 deg (step steer 0.143 -> 0.121), without GNSS 0.209 -> 0.205,
-    # speed only (seeds 100-102) 0.125 -> 0.121; Fx 1.27 -> 1.23 %, Fz 2.41 -> 2.37 %; yaw rate without GNSS 0.168 ->
-    # 0.174 deg/s.  0.3 with GNSS, seeds 100-102: 0.098 against 0.096 at 0.2.  A share of the model's acceleration instead
-    # (accelerometer_model_relative 0.05 on top of 0.1): 0.101, as 0.1 alone.
-    accelerometer_model_sigma: float = 0.2
+    accelerometer_model_sigma: float = 0.1
     accelerometer_model_relative: float = 0.0  # plus this share of the model's horizontal acceleration (m/s^2 per m/s^2)
     wheel_rate_model_sigma: float = 0.02  # times the spin rate: a real tire's effective rolling radius is known to 1-2 %
     # what the published uncertainties add to the covariance, which knows only the modelled errors: the tire model's share of
