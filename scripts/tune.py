@@ -2,7 +2,7 @@
 """Tune the observer on the harness' tuning seeds, never on the reported ones (``evaluate`` reports seeds 0-2).
 
     python3 scripts/tune.py [--seeds 100-104] [--mode full|no_gnss|speed_only] [--jobs 2] [--cache DIR]
-                            [--set NAME=VALUE ...] [--per-seed] [manoeuvre ...]
+                            [--set NAME=VALUE ...] [--per-seed] [--sensors FILE] [manoeuvre ...]
 
 Runs the product (:func:`state_observer.sim.harness.run_observer`) on each manoeuvre and seed of the mismatch
 harness, with filter settings changed by ``--set`` (an :class:`ErrorEkfSettings` field, ``force_walk.pitch`` for one
@@ -63,12 +63,13 @@ def apply_overrides(overrides: dict) -> None:
             cls.__init__ = patched
 
 
-def one(job, mode, cache):
-    """(manoeuvre, seed, metrics) of the product on one tuning scenario (settings as apply_overrides left them)."""
+def one(job, mode, cache, sensors=None):
+    """(manoeuvre, seed, metrics) of the product on one tuning scenario (settings as apply_overrides left them), with
+    the sensor suite of the file ``sensors`` (default: the package's)."""
     from state_observer.sim import harness as h
 
     name, seed = job
-    desc, config, mismatch, truths, samples = h.simulate(name, seed, cache)
+    desc, config, mismatch, truths, samples = h.simulate(name, seed, cache, sensors_file=sensors)
     if mode == "speed_only":
         samples = h.speed_only(samples, desc)
     est, _ = h.run_observer(desc, config, h.MANOEUVRES[name](), samples, gnss=(mode == "full"))
@@ -86,6 +87,7 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--cache", default=None, help="truth cache directory (default: the user cache)")
     p.add_argument("--per-seed", action="store_true", help="a row per seed too")
+    p.add_argument("--sensors", default=None, metavar="FILE", help="sensor suite YAML (default: config/sensors/default.yaml)")
     a = p.parse_args()
     overrides = {}
     for item in a.set:
@@ -96,7 +98,7 @@ def main() -> None:
         raise SystemExit("tune on seeds 100 and above: seeds 0-99 are the reported ones")
     cache = Path(a.cache) if a.cache else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "state_observer" / "harness"
     jobs = [(m, s) for m in a.manoeuvres for s in seeds]
-    work = functools.partial(one, mode=a.mode, cache=cache)
+    work = functools.partial(one, mode=a.mode, cache=cache, sensors=a.sensors)
     apply_overrides(overrides)  # here first: a misspelt name stops the run before any worker starts
     if a.jobs > 1:
         with Pool(a.jobs, initializer=apply_overrides, initargs=(overrides,)) as pool:

@@ -94,6 +94,29 @@ def test_friction_follows_a_step_while_the_car_slides_steadily(sensors):
     assert np.all(np.abs(mu[after] - 0.6) <= 0.05), (mu[after].min(), mu[after].max())
 
 
+def test_the_capacity_ratio_is_the_load_weighted_peak_friction_of_the_tires():
+    """What the car carries at friction mu over mu times its weight, by hand: lam_i = 1 - q (F_z,i / F_z0 - 1) per tire,
+    sum lam_i F_z,i / sum F_z,i; without load sensitivity 1, and lam floored at 0.2 (a tire loaded far beyond F_z0)."""
+    from types import SimpleNamespace
+
+    from state_observer.estimation.spi import VehicleSPI
+
+    def ratio(fz, q, fz0=4000.0):
+        rows = np.zeros((4, 17))
+        rows[:, 14], rows[:, 16] = fz0, q
+        out = np.zeros((20, 4))
+        out[2] = fz
+        return VehicleSPI._capacity_ratio(SimpleNamespace(vehicle=SimpleNamespace(tire_rows=rows, tire_output_array=out)))
+
+    loads = np.array([5000.0, 3000.0, 4500.0, 2500.0])  # a turn to the right: the left tires carry more
+    lam = [1 - 0.15 * 0.25, 1 + 0.15 * 0.25, 1 - 0.15 * 0.125, 1 + 0.15 * 0.375]
+    assert ratio(loads, 0.15) == pytest.approx((5000 * lam[0] + 3000 * lam[1] + 4500 * lam[2] + 2500 * lam[3]) / 15000.0, rel=1e-12)
+    assert ratio(loads, 0.15) == pytest.approx(14981.25 / 15000.0, rel=1e-12)
+    assert ratio(loads, 0.0) == 1.0
+    assert ratio(np.array([40000.0, 0.0, 0.0, 0.0]), 0.15) == pytest.approx(0.2)  # 1 - 0.15 * 9 < 0.2
+    assert ratio(np.zeros(4), 0.15) == 1.0  # airborne: nothing to scale
+
+
 def test_mass_is_left_alone_without_longitudinal_excitation():
     true_mass, t, mass, mu, report, obs = run("steady_circle", 1.10)
     assert np.all(np.abs(mass - 1.10 * true_mass) < 0.005 * true_mass)  # a circle at constant speed says nothing of it
