@@ -99,13 +99,13 @@ def test_the_capacity_ratio_is_the_load_weighted_peak_friction_of_the_tires():
     sum lam_i F_z,i / sum F_z,i; without load sensitivity 1, and lam floored at 0.2 (a tire loaded far beyond F_z0)."""
     from types import SimpleNamespace
 
-    from state_observer.estimation.spi import VehicleSPI
+    from state_observer.estimation.spi import FZ_ROW, LOAD_SENSITIVITY_FRICTION_COLUMN, NOMINAL_LOAD_COLUMN, VehicleSPI
 
     def ratio(fz, q, fz0=4000.0):
         rows = np.zeros((4, 17))
-        rows[:, 14], rows[:, 16] = fz0, q
+        rows[:, NOMINAL_LOAD_COLUMN], rows[:, LOAD_SENSITIVITY_FRICTION_COLUMN] = fz0, q
         out = np.zeros((20, 4))
-        out[2] = fz
+        out[FZ_ROW] = fz
         return VehicleSPI._capacity_ratio(SimpleNamespace(vehicle=SimpleNamespace(tire_rows=rows, tire_output_array=out)))
 
     loads = np.array([5000.0, 3000.0, 4500.0, 2500.0])  # a turn to the right: the left tires carry more

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -56,9 +56,13 @@ from numba import njit
 
 from ..vehicle import reduced_kernels as kern
 from ..conventions import GRAVITY_M_S2
+from ..vehicle.tire import TireOutput, TireParameters
 from .errorekf import N, ErrorEkfSettings, VehicleErrorEKF, published_tire_forces
 
 NOT_OBSERVABLE, CONVERGING, CONVERGED, AT_BOUND = 0, 1, 2, 3
+FZ_ROW = TireOutput._fields.index("fz_n")  # the model's tire output row of the normal load
+_TIRE_COLUMNS = [f.name for f in fields(TireParameters)]  # a tire parameter row's columns (TireParameters.rows)
+NOMINAL_LOAD_COLUMN, LOAD_SENSITIVITY_FRICTION_COLUMN = _TIRE_COLUMNS.index("nominal_load_n"), _TIRE_COLUMNS.index("load_sensitivity_friction")
 STATUS_NAMES = ("not observable", "converging", "converged", "at a bound")
 
 
@@ -320,11 +324,11 @@ class VehicleSPI(VehicleErrorEKF):
         friction at F_z0 (the load sensitivity of :func:`~state_observer.vehicle.tire.tmeasy_into`).  A car cornering
         at its limit with the loads shifted outwards reaches a utilisation of mu times this (0.96 for q_mu 0.15 and half
         the static load transferred), so a utilisation seen is the model's friction times it."""
-        rows, fz = self.vehicle.tire_rows, np.asarray(self.vehicle.tire_output_array[2], float)
+        rows, fz = self.vehicle.tire_rows, np.asarray(self.vehicle.tire_output_array[FZ_ROW], float)
         total = float(fz.sum())
         if not total > 0.0:
             return 1.0
-        lam = np.maximum(1.0 - rows[:, 16] * (fz / rows[:, 14] - 1.0), 0.2)
+        lam = np.maximum(1.0 - rows[:, LOAD_SENSITIVITY_FRICTION_COLUMN] * (fz / rows[:, NOMINAL_LOAD_COLUMN] - 1.0), 0.2)
         return float(lam @ fz) / total
 
     def _axle_friction(self, w: "_Window") -> tuple[float, float]:
